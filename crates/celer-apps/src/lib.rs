@@ -1,0 +1,1 @@
+//! celer-apps: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! celer-bench: see ARCHITECTURE.md.

@@ -1,0 +1,3 @@
+//! The `celer` binary.
+
+fn main() {}

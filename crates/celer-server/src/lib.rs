@@ -1,0 +1,1 @@
+//! celer-server: see ARCHITECTURE.md.

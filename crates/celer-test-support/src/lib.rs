@@ -1,0 +1,1 @@
+//! celer-test-support: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! celer: see ARCHITECTURE.md.
