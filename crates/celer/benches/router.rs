@@ -1,0 +1,2 @@
+//! Router benches.
+fn main() {}
