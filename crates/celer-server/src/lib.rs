@@ -1,1 +1,57 @@
-//! celer-server: see ARCHITECTURE.md.
+//! Celer's transports: bytes in, `http::Request` to a `tower::Service`,
+//! bytes out.
+//!
+//! The engine never names a framework type. Anything that implements
+//! `tower_service::Service<http::Request<Incoming>>` and answers with an
+//! `http::Response` whose body is an `http_body::Body` of `Bytes` can be
+//! served.
+//!
+//! # Layout
+//!
+//! - `limits`: every resource a client can hold, with its default
+//! - `listen`: listener specs (`tcp://`, `unix:`, `fd:`, `systemd`) and socket options
+//! - `serve`: the [`Server`] builder, runtimes, accept loops, connection limit
+//! - `shutdown`: the graceful-shutdown signal
+//! - `http1`: the HTTP/1.1 engine
+//! - `body`: the request body type [`Incoming`]
+//! - `upgrade`: handing a connection over after `101 Switching Protocols`
+//! - `transport`: the byte streams the engine serves
+//! - `sys`: the few socket calls that need `unsafe`
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::convert::Infallible;
+//! use bytes::Bytes;
+//! use celer_server::{Incoming, Listen, Server};
+//! use http::{Request, Response};
+//!
+//! let service = tower::service_fn(|_req: Request<Incoming>| async {
+//!     Ok::<_, Infallible>(Response::new(http_body_util::Full::new(Bytes::from("hi\n"))))
+//! });
+//! let server = Server::builder()
+//!     .listen(Listen::parse("tcp://127.0.0.1:8080").unwrap())
+//!     .bind()
+//!     .unwrap();
+//! server.run(service, std::future::pending()).unwrap();
+//! ```
+
+pub mod body;
+mod error;
+pub mod http1;
+pub mod limits;
+pub mod listen;
+mod serve;
+mod shutdown;
+mod sys;
+pub use sys::raise_fd_limit;
+mod transport;
+pub mod upgrade;
+
+pub use body::Incoming;
+pub use error::{BoxError, Error};
+pub use limits::Limits;
+pub use listen::{Listen, Listener};
+pub use serve::{Bound, Builder, ConnInfo, Server, Threading};
+pub use shutdown::Shutdown;
+pub use transport::Transport;

@@ -1,0 +1,702 @@
+//! One HTTP/1.1 connection: keep-alive, pipelining, request bodies with
+//! backpressure and 100-continue, response framing, upgrades, timeouts.
+//!
+//! The driver is a loop over requests. Each turn parses a head from the read
+//! buffer, calls the service, and encodes the response into the write buffer.
+//! Output is flushed only when the connection would otherwise wait (for the
+//! client, for the service, or for a body), so answers to pipelined requests
+//! leave in one write. While the service runs, the same task feeds the
+//! request body from the socket, but only as fast as the service reads it.
+
+use std::future::{Future, poll_fn};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderValue};
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::time::{Instant, Sleep};
+use tower_service::Service;
+
+use crate::body::{Demand, Incoming, Sender};
+use crate::error::{BoxError, Error, Kind};
+use crate::http1::decode::{Decoded, Decoder};
+use crate::http1::encode::{self, Encoder, ReqFacts, ServerHeader};
+use crate::http1::io::{self as bufio, WriteBuf};
+use crate::http1::parse::{self, BodyLen, Head, Parsed, Reject};
+use crate::limits::Limits;
+use crate::shutdown::Shutdown;
+use crate::transport::Transport;
+use crate::upgrade::{self, Upgraded};
+
+/// Output at least this large is flushed before more requests are answered.
+const FLUSH_HIGH_WATER: usize = 64 * 1024;
+
+/// Largest single read while streaming a body.
+const BODY_READ_MAX: usize = 64 * 1024;
+
+/// Bytes read and discarded at most while lingering before a close.
+const LINGER_MAX: usize = 64 * 1024;
+
+/// Settings shared by every connection of a server.
+#[derive(Debug, Clone, Default)]
+pub struct Http1Config {
+    /// The limits enforced on each connection.
+    pub limits: Limits,
+    /// The `Server` header value, or `None` to send none.
+    pub server_header: ServerHeader,
+}
+
+/// Serves HTTP/1.1 on `io` until the client leaves, an error closes the
+/// connection, or shutdown starts and the connection becomes idle.
+pub async fn serve_connection<I, S, B>(io: I, service: S, config: Arc<Http1Config>, shutdown: Shutdown)
+where
+    I: Transport,
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let timer = Box::pin(tokio::time::sleep_until(Instant::now()));
+    let mut conn = Conn {
+        io,
+        rbuf: BytesMut::new(),
+        wbuf: WriteBuf::default(),
+        config,
+        shutdown,
+        timer,
+        write_timer: None,
+        served: 0,
+    };
+    match conn.run(service).await {
+        Ok(None) => {}
+        Ok(Some(pending)) => {
+            let Conn { io, rbuf, .. } = conn;
+            pending.fulfill(Upgraded::new(Box::new(io), rbuf.freeze()));
+        }
+        Err(err) => {
+            tracing::debug!(target: "celer::http1", error = %err, "connection closed");
+        }
+    }
+}
+
+struct Conn<I> {
+    io: I,
+    rbuf: BytesMut,
+    wbuf: WriteBuf,
+    config: Arc<Http1Config>,
+    shutdown: Shutdown,
+    /// The read-side deadline: head, idle or body timeout.
+    timer: Pin<Box<Sleep>>,
+    /// The write-side deadline, created the first time a write waits.
+    write_timer: Option<Pin<Box<Sleep>>>,
+    served: u64,
+}
+
+/// How a turn of the request loop ended.
+enum Next {
+    /// Serve the next request.
+    Continue,
+    /// Close the connection.
+    Close,
+    /// Hand the connection over.
+    Upgrade(upgrade::Pending),
+}
+
+/// The request body as the connection feeds it.
+struct Feed {
+    sender: Sender,
+    decoder: Decoder,
+    /// `100 Continue` is owed before the first body read.
+    continue_owed: bool,
+    /// No more feeding: the body ended, failed, or its reader left.
+    stopped: bool,
+}
+
+/// What one round of feeding achieved.
+enum Fed {
+    /// A frame was handed over.
+    Progress,
+    /// Feeding is over.
+    Stopped,
+}
+
+/// Why a request ended the connection.
+enum Fail {
+    /// Answer with this status, then close.
+    Reject(Reject),
+    /// Close at once.
+    Io(io::Error),
+}
+
+impl From<io::Error> for Fail {
+    fn from(err: io::Error) -> Fail {
+        Fail::Io(err)
+    }
+}
+
+impl<I: Transport> Conn<I> {
+    /// Serves requests until the connection closes; returns the pending
+    /// upgrade when a 101 response handed the connection over.
+    async fn run<S, B>(&mut self, mut service: S) -> io::Result<Option<upgrade::Pending>>
+    where
+        S: Service<Request<Incoming>, Response = Response<B>>,
+        S::Error: Into<BoxError>,
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        loop {
+            let head = match self.read_head().await {
+                Ok(Some(head)) => head,
+                Ok(None) => return self.close().await.map(|()| None),
+                Err(Fail::Reject(reject)) => return self.reject(reject).await.map(|()| None),
+                Err(Fail::Io(err)) => return Err(err),
+            };
+            match self.serve_one(&mut service, head).await {
+                Ok(Next::Continue) => {}
+                Ok(Next::Close) => return self.close().await.map(|()| None),
+                Ok(Next::Upgrade(pending)) => return self.flush().await.map(|()| Some(pending)),
+                Err(Fail::Reject(reject)) => return self.reject(reject).await.map(|()| None),
+                Err(Fail::Io(err)) => return Err(err),
+            }
+        }
+    }
+
+    /// Reads until a whole request head is buffered; `None` on a clean end.
+    async fn read_head(&mut self) -> Result<Option<Box<Head>>, Fail> {
+        let head_timeout = self.config.limits.head_timeout;
+        let keep_alive_timeout = self.config.limits.keep_alive_timeout;
+        let mut started = None;
+        loop {
+            if !self.rbuf.is_empty() {
+                match parse::parse_head(&mut self.rbuf, &self.config.limits) {
+                    Ok(Parsed::Complete(head)) => return Ok(Some(head)),
+                    Ok(Parsed::Partial) => {}
+                    Err(reject) => return Err(Fail::Reject(reject)),
+                }
+                started.get_or_insert_with(|| Instant::now() + head_timeout);
+            }
+            self.flush().await?;
+            let idle = self.rbuf.is_empty();
+            if idle && self.shutdown.is_started() {
+                return Ok(None);
+            }
+            let deadline = match started {
+                Some(at) => at,
+                None if self.served == 0 => Instant::now() + head_timeout,
+                None => Instant::now() + keep_alive_timeout,
+            };
+            if idle && !self.wait_idle(deadline).await? {
+                return Ok(None);
+            }
+            match self.read_until(deadline).await? {
+                Some(0) if self.rbuf.is_empty() => return Ok(None),
+                Some(0) => return Err(Fail::Io(io::ErrorKind::UnexpectedEof.into())),
+                Some(_) => {}
+                None if started.is_some() => {
+                    return Err(Fail::Reject(Reject::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "request head timed out",
+                    )));
+                }
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Waits, holding no buffers, until the client sends something; false
+    /// when the deadline passed or shutdown started first.
+    async fn wait_idle(&mut self, deadline: Instant) -> io::Result<bool> {
+        let io = &mut self.io;
+        let ready = poll_fn(move |cx| Poll::Ready(io.poll_read_ready(cx))).await;
+        // (`io` is a unique borrow so the future stays `Send` without `I: Sync`.)
+        if let Poll::Ready(res) = ready {
+            return res.map(|()| true);
+        }
+        self.wbuf.release();
+        bufio::give_buf(std::mem::take(&mut self.rbuf));
+        if self.timer.deadline() != deadline {
+            self.timer.as_mut().reset(deadline);
+        }
+        let shutdown = self.shutdown.clone();
+        let io = &mut self.io;
+        tokio::select! {
+            biased;
+            res = poll_fn(move |cx| io.poll_read_ready(cx)) => res.map(|()| true),
+            () = &mut self.timer => Ok(false),
+            () = shutdown.started() => Ok(false),
+        }
+    }
+
+    /// Reads once; `None` when the deadline passed first.
+    async fn read_until(&mut self, deadline: Instant) -> io::Result<Option<usize>> {
+        if self.rbuf.capacity() == 0 {
+            self.rbuf = bufio::take_buf();
+        }
+        self.rbuf.reserve(1024);
+        let io = &mut self.io;
+        let rbuf = &mut self.rbuf;
+        let timer = &mut self.timer;
+        let mut armed = false;
+        poll_fn(|cx| {
+            if let Poll::Ready(res) = poll_read_buf(io, cx, rbuf) {
+                return Poll::Ready(res.map(Some));
+            }
+            if !armed {
+                armed = true;
+                if timer.deadline() != deadline {
+                    timer.as_mut().reset(deadline);
+                }
+            }
+            ready!(timer.as_mut().poll(cx));
+            Poll::Ready(Ok(None))
+        })
+        .await
+    }
+
+    /// Answers one request; decides whether the connection goes on.
+    async fn serve_one<S, B>(&mut self, service: &mut S, head: Box<Head>) -> Result<Next, Fail>
+    where
+        S: Service<Request<Incoming>, Response = Response<B>>,
+        S::Error: Into<BoxError>,
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        let Head {
+            request,
+            body: body_len,
+            keep_alive,
+            expect_continue,
+            upgrade,
+        } = *head;
+        self.served += 1;
+        let limits = &self.config.limits;
+        let last = limits
+            .max_requests_per_connection
+            .is_some_and(|max| self.served >= max);
+        let facts = ReqFacts {
+            version: request.version(),
+            is_head: request.method() == http::Method::HEAD,
+            keep_alive: keep_alive && !last,
+        };
+        let (body, mut feed) = self.request_body(body_len, expect_continue);
+        let mut request = request.map(|()| body);
+        let pending = upgrade.then(|| {
+            let (on, pending) = upgrade::pending();
+            request.extensions_mut().insert(on);
+            pending
+        });
+
+        let response = self.call(service, request, &mut feed).await?;
+        let response = match response {
+            Ok(response) => response,
+            Err(err) => {
+                let err: BoxError = err.into();
+                tracing::error!(target: "celer::http1", error = %err, "service failed");
+                return Err(Fail::Reject(Reject::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal server error",
+                )));
+            }
+        };
+        let (parts, body) = response.into_parts();
+        let facts = ReqFacts {
+            keep_alive: facts.keep_alive && !self.shutdown.is_started(),
+            ..facts
+        };
+        let exact = body.size_hint().exact();
+        let mut framed = encode::encode_head(
+            parts.status,
+            &parts.headers,
+            exact,
+            facts,
+            &self.config.server_header,
+            &mut self.wbuf,
+        );
+        if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+            return Ok(match pending {
+                Some(pending) if feed.as_ref().is_none_or(|f| f.decoder.is_done()) => {
+                    Next::Upgrade(pending)
+                }
+                _ => Next::Close,
+            });
+        }
+        drop(pending);
+        if framed.encoder == Encoder::Skip {
+            drop(body);
+        } else if !self.write_body(body, framed.encoder, &mut feed).await? {
+            framed.keep_alive = false;
+        }
+        if let Some(feed) = feed.as_mut() {
+            if !self.finish_body(feed).await? {
+                framed.keep_alive = false;
+            }
+        }
+        if framed.keep_alive && !self.shutdown.is_started() {
+            Ok(Next::Continue)
+        } else {
+            Ok(Next::Close)
+        }
+    }
+
+    /// Builds the request body: empty, whole from the buffer, or streamed.
+    fn request_body(&mut self, len: BodyLen, expect_continue: bool) -> (Incoming, Option<Feed>) {
+        let decoder = match len {
+            BodyLen::Empty => return (Incoming::empty(), None),
+            BodyLen::Length(n) if n <= self.rbuf.len() as u64 => {
+                let data = self.rbuf.split_to(n as usize).freeze();
+                return (Incoming::full(data), None);
+            }
+            BodyLen::Length(n) => Decoder::length(n),
+            BodyLen::Chunked => Decoder::chunked(),
+        };
+        let hint = match decoder.remaining() {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        };
+        let (body, sender) = Incoming::channel(hint);
+        let feed = Feed {
+            sender,
+            decoder,
+            continue_owed: expect_continue && self.rbuf.is_empty(),
+            stopped: false,
+        };
+        (body, Some(feed))
+    }
+
+    /// Calls the service and drives it, feeding its body meanwhile.
+    async fn call<S, B>(
+        &mut self,
+        service: &mut S,
+        request: Request<Incoming>,
+        feed: &mut Option<Feed>,
+    ) -> Result<Result<Response<B>, S::Error>, Fail>
+    where
+        S: Service<Request<Incoming>, Response = Response<B>>,
+    {
+        if let Err(err) = poll_fn(|cx| service.poll_ready(cx)).await {
+            return Ok(Err(err));
+        }
+        let mut fut = Box::pin(service.call(request));
+        poll_fn(|cx| {
+            loop {
+                if let Poll::Ready(res) = fut.as_mut().poll(cx) {
+                    return Poll::Ready(Ok(res));
+                }
+                if let Poll::Ready(Err(err)) = self.poll_flush(cx) {
+                    return Poll::Ready(Err(Fail::Io(err)));
+                }
+                match self.poll_feed(feed, cx) {
+                    Poll::Ready(Ok(Fed::Progress)) => continue,
+                    Poll::Ready(Ok(Fed::Stopped)) | Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(fail)) => return Poll::Ready(Err(fail)),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Streams a response body out; false when its framing broke and the
+    /// connection must close.
+    async fn write_body<B>(
+        &mut self,
+        body: B,
+        mut encoder: Encoder,
+        feed: &mut Option<Feed>,
+    ) -> Result<bool, Fail>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        let mut body = std::pin::pin!(body);
+        let mut trailers: Option<HeaderMap> = None;
+        let mut intact = true;
+        loop {
+            if body.is_end_stream() {
+                break;
+            }
+            let frame = poll_fn(|cx| {
+                loop {
+                    if let Poll::Ready(frame) = body.as_mut().poll_frame(cx) {
+                        return Poll::Ready(Ok(frame));
+                    }
+                    if let Poll::Ready(Err(err)) = self.poll_flush(cx) {
+                        return Poll::Ready(Err(Fail::Io(err)));
+                    }
+                    match self.poll_feed(feed, cx) {
+                        Poll::Ready(Ok(Fed::Progress)) => continue,
+                        Poll::Ready(Ok(Fed::Stopped)) | Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Err(Fail::Reject(_))) => {
+                            // The response has started: the status can no
+                            // longer change, so the body error only closes.
+                            return Poll::Ready(Err(Fail::Io(io::ErrorKind::InvalidData.into())));
+                        }
+                        Poll::Ready(Err(fail)) => return Poll::Ready(Err(fail)),
+                    }
+                }
+            })
+            .await?;
+            match frame {
+                None => break,
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
+                        if encoder.data(data, &mut self.wbuf).is_err() {
+                            tracing::warn!(target: "celer::http1", "response body longer than its content-length");
+                            intact = false;
+                            break;
+                        }
+                        if self.wbuf.len() >= FLUSH_HIGH_WATER {
+                            self.flush().await?;
+                        }
+                    }
+                    Err(frame) => {
+                        if let Ok(t) = frame.into_trailers() {
+                            trailers.get_or_insert_with(HeaderMap::new).extend(t);
+                        }
+                    }
+                },
+                Some(Err(err)) => {
+                    let err: BoxError = err.into();
+                    tracing::warn!(target: "celer::http1", error = %err, "response body failed");
+                    // Leave the framing unfinished so the client sees the
+                    // response as incomplete, then close.
+                    self.flush().await?;
+                    return Ok(false);
+                }
+            }
+        }
+        if encoder.finish(trailers.as_ref(), &mut self.wbuf).is_err() {
+            tracing::warn!(target: "celer::http1", "response body shorter than its content-length");
+            self.flush().await?;
+            return Ok(false);
+        }
+        Ok(intact && encoder != Encoder::Close)
+    }
+
+    /// After the response: lets the body reader finish, or drains what it
+    /// left unread; false when the connection must close instead.
+    async fn finish_body(&mut self, feed: &mut Feed) -> Result<bool, Fail> {
+        if feed.decoder.is_done() {
+            return Ok(true);
+        }
+        if feed.continue_owed {
+            // The client was never told to send its body: it may or may not.
+            return Ok(false);
+        }
+        self.flush().await?;
+        let deadline = Instant::now() + self.config.limits.body_timeout;
+        let max_drain = self.config.limits.max_drain_bytes;
+        let mut drained = 0u64;
+        loop {
+            match feed.decoder.decode(&mut self.rbuf, &self.config.limits) {
+                Ok(Decoded::Data(data)) => {
+                    drained += data.len() as u64;
+                    if drained > max_drain {
+                        return Ok(false);
+                    }
+                }
+                Ok(Decoded::Trailers(_) | Decoded::End) => return Ok(true),
+                Ok(Decoded::Partial) => match self.read_until(deadline).await? {
+                    Some(0) | None => return Ok(false),
+                    Some(_) => {}
+                },
+                Err(_) => return Ok(false),
+            }
+        }
+    }
+
+    /// Feeds the request body as far as the reader wants it.
+    fn poll_feed(&mut self, feed: &mut Option<Feed>, cx: &mut Context<'_>) -> Poll<Result<Fed, Fail>> {
+        let Some(feed) = feed.as_mut().filter(|f| !f.stopped) else {
+            return Poll::Ready(Ok(Fed::Stopped));
+        };
+        loop {
+            match feed.sender.poll_demand(cx) {
+                Demand::Gone => {
+                    feed.stopped = true;
+                    return Poll::Ready(Ok(Fed::Stopped));
+                }
+                Demand::Idle => return Poll::Pending,
+                Demand::Want => {}
+            }
+            if feed.continue_owed {
+                feed.continue_owed = false;
+                self.wbuf.put(b"HTTP/1.1 100 Continue\r\n\r\n");
+                let limits = &self.config.limits;
+                self.timer.as_mut().reset(Instant::now() + limits.body_timeout);
+            }
+            if let Poll::Ready(Err(err)) = self.poll_flush(cx) {
+                return Poll::Ready(Err(Fail::Io(err)));
+            }
+            match feed.decoder.decode(&mut self.rbuf, &self.config.limits) {
+                Ok(Decoded::Data(data)) => {
+                    feed.sender.send(Ok(Frame::data(data)));
+                    if feed.decoder.is_done() {
+                        feed.sender.finish(None);
+                        feed.stopped = true;
+                    }
+                    return Poll::Ready(Ok(Fed::Progress));
+                }
+                Ok(Decoded::Trailers(trailers)) => {
+                    feed.sender.finish(Some(trailers));
+                    feed.stopped = true;
+                    return Poll::Ready(Ok(Fed::Progress));
+                }
+                Ok(Decoded::End) => {
+                    feed.sender.finish(None);
+                    feed.stopped = true;
+                    return Poll::Ready(Ok(Fed::Progress));
+                }
+                Ok(Decoded::Partial) => {}
+                Err(reject) => {
+                    let kind = if reject.status == StatusCode::PAYLOAD_TOO_LARGE {
+                        Kind::BodyTooLarge
+                    } else {
+                        Kind::InvalidBody
+                    };
+                    feed.sender.fail(Error::new(kind).with(reject.reason));
+                    feed.stopped = true;
+                    return Poll::Ready(Err(Fail::Reject(reject)));
+                }
+            }
+            if self.rbuf.capacity() == 0 {
+                self.rbuf = bufio::take_buf();
+            }
+            if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+                let want = feed.decoder.remaining().unwrap_or(BODY_READ_MAX as u64);
+                self.rbuf.reserve((want as usize).clamp(1024, BODY_READ_MAX));
+            }
+            match poll_read_buf(&mut self.io, cx, &mut self.rbuf) {
+                Poll::Ready(Ok(0)) => {
+                    feed.sender.fail(Error::new(Kind::IncompleteBody));
+                    feed.stopped = true;
+                    return Poll::Ready(Err(Fail::Io(io::ErrorKind::UnexpectedEof.into())));
+                }
+                Poll::Ready(Ok(_)) => {
+                    let at = Instant::now() + self.config.limits.body_timeout;
+                    self.timer.as_mut().reset(at);
+                }
+                Poll::Ready(Err(err)) => {
+                    feed.sender.fail(Error::new_io(io::Error::new(err.kind(), "read failed")));
+                    feed.stopped = true;
+                    return Poll::Ready(Err(Fail::Io(err)));
+                }
+                Poll::Pending => {
+                    if self.timer.is_elapsed() || self.timer.as_mut().poll(cx).is_ready() {
+                        feed.sender.fail(Error::new(Kind::BodyTimeout));
+                        feed.stopped = true;
+                        return Poll::Ready(Err(Fail::Reject(Reject::new(
+                            StatusCode::REQUEST_TIMEOUT,
+                            "request body timed out",
+                        ))));
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    /// Writes pending output; `Pending` while the socket is full.
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.wbuf.is_empty() {
+            let res = match self.wbuf.flat() {
+                Some(flat) => Pin::new(&mut self.io).poll_write(cx, flat),
+                None => {
+                    let mut slices = [io::IoSlice::new(&[]); 64];
+                    let n = self.wbuf.slices(&mut slices);
+                    Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..n])
+                }
+            };
+            match res {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    self.wbuf.advance(n);
+                    if let Some(timer) = self.write_timer.as_mut() {
+                        timer.as_mut().reset(Instant::now() + self.config.limits.write_timeout);
+                    }
+                }
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+                Poll::Pending => {
+                    let limit = self.config.limits.write_timeout;
+                    let timer = self
+                        .write_timer
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                    if timer.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "client did not read the response in time",
+                        )));
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+        if let Some(timer) = self.write_timer.as_mut() {
+            timer.as_mut().reset(Instant::now() + self.config.limits.write_timeout);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_flush(cx)).await
+    }
+
+    /// Answers a refused request with its status and reason, then closes.
+    async fn reject(&mut self, reject: Reject) -> io::Result<()> {
+        tracing::debug!(target: "celer::http1", status = %reject.status, reason = reject.reason, "request refused");
+        let mut headers = HeaderMap::with_capacity(2);
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        let facts = ReqFacts {
+            version: http::Version::HTTP_11,
+            is_head: false,
+            keep_alive: false,
+        };
+        let body = reject.reason.as_bytes();
+        let mut framed = encode::encode_head(
+            reject.status,
+            &headers,
+            Some(body.len() as u64 + 1),
+            facts,
+            &self.config.server_header,
+            &mut self.wbuf,
+        );
+        let _ = framed.encoder.data(Bytes::from_static(body), &mut self.wbuf);
+        let _ = framed.encoder.data(Bytes::from_static(b"\n"), &mut self.wbuf);
+        self.close().await
+    }
+
+    /// Flushes, then closes gracefully: after a write shutdown, reads and
+    /// discards for a moment so unread request bytes do not turn the close
+    /// into a reset that destroys the response (RFC 9112 §9.6).
+    async fn close(&mut self) -> io::Result<()> {
+        self.flush().await?;
+        self.io.shutdown().await?;
+        let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        let mut discarded = 0;
+        while discarded < LINGER_MAX {
+            self.rbuf.clear();
+            match self.read_until(deadline).await {
+                Ok(Some(n)) if n > 0 => discarded += n,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+}
+
+/// Reads once into the spare room of `buf`.
+fn poll_read_buf<I: AsyncRead + Unpin>(
+    io: &mut I,
+    cx: &mut Context<'_>,
+    buf: &mut BytesMut,
+) -> Poll<io::Result<usize>> {
+    std::pin::pin!(io.read_buf(buf)).poll(cx)
+}

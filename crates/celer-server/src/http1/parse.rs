@@ -1,0 +1,420 @@
+//! Request head parsing (RFC 9112 §2–§7) on top of httparse; no IO.
+//!
+//! [`parse_head`] looks at the bytes read so far and answers `Partial` (read
+//! more), `Complete` (the head has been split off the buffer and turned into
+//! an `http::Request<()>` with its framing decided) or a [`Reject`]: the
+//! status and reason the connection answers with before it closes.
+
+use std::mem::MaybeUninit;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Request, StatusCode, Uri, Version};
+
+use crate::limits::Limits;
+
+/// The most header fields the parser can hold, whatever the limit says.
+pub(crate) const HEADERS_CAP: usize = 256;
+
+/// How the request body is framed (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyLen {
+    /// No body.
+    Empty,
+    /// Exactly this many bytes (Content-Length).
+    Length(u64),
+    /// Chunked transfer coding.
+    Chunked,
+}
+
+/// A parsed request head with its framing and connection facts.
+#[derive(Debug)]
+pub(crate) struct Head {
+    pub(crate) request: Request<()>,
+    pub(crate) body: BodyLen,
+    pub(crate) keep_alive: bool,
+    pub(crate) expect_continue: bool,
+    pub(crate) upgrade: bool,
+}
+
+/// Why a request was refused: the status to answer and a short reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reject {
+    pub(crate) status: StatusCode,
+    pub(crate) reason: &'static str,
+}
+
+impl Reject {
+    pub(crate) const fn new(status: StatusCode, reason: &'static str) -> Reject {
+        Reject { status, reason }
+    }
+
+    const fn bad(reason: &'static str) -> Reject {
+        Reject::new(StatusCode::BAD_REQUEST, reason)
+    }
+}
+
+/// The outcome of looking at the bytes read so far.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// A whole head was split off the front of the buffer.
+    Complete(Box<Head>),
+    /// More bytes are needed.
+    Partial,
+}
+
+#[derive(Clone, Copy)]
+struct Span {
+    name: (usize, usize),
+    value: (usize, usize),
+}
+
+/// Parses one request head from the front of `buf`.
+///
+/// On `Complete` the head's bytes are removed from `buf` and anything after
+/// them (a body, or the next pipelined request) stays.
+pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, Reject> {
+    let mut spans = [MaybeUninit::<Span>::uninit(); HEADERS_CAP];
+    let max_headers = limits.max_headers.min(HEADERS_CAP);
+    let (len, method, path, version, count) = {
+        let mut headers = [MaybeUninit::<httparse::Header<'_>>::uninit(); HEADERS_CAP];
+        let mut req = httparse::Request::new(&mut []);
+        let status = req.parse_with_uninit_headers(buf, &mut headers[..max_headers]);
+        let len = match status {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) => return partial(buf, limits),
+            Err(err) => return Err(reject_parse_error(err, buf)),
+        };
+        if len > limits.max_head_bytes {
+            return Err(too_large(buf));
+        }
+        let base = buf.as_ptr() as usize;
+        for (slot, h) in spans.iter_mut().zip(req.headers.iter()) {
+            let name = h.name.as_ptr() as usize - base;
+            let value = h.value.as_ptr() as usize - base;
+            slot.write(Span {
+                name: (name, name + h.name.len()),
+                value: (value, value + h.value.len()),
+            });
+        }
+        let method = parse_method(req.method.unwrap_or_default())?;
+        let path = req.path.unwrap_or_default();
+        let path = (path.as_ptr() as usize - base, path.len());
+        let version = match req.version {
+            Some(0) => Version::HTTP_10,
+            _ => Version::HTTP_11,
+        };
+        (len, method, path, version, req.headers.len())
+    };
+    if path.1 > limits.max_uri_bytes {
+        return Err(Reject::new(StatusCode::URI_TOO_LONG, "request target too long"));
+    }
+    let head = buf.split_to(len).freeze();
+    let uri = parse_uri(&method, head.slice(path.0..path.0 + path.1))?;
+    let mut request = Request::new(());
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.version_mut() = version;
+    let mut facts = Facts::new(version);
+    let headers = request.headers_mut();
+    headers.reserve(count);
+    for span in &spans[..count] {
+        #[allow(unsafe_code)]
+        // SAFETY: the loop over `req.headers` above wrote the first `count`
+        // slots, and `Span` is `Copy` plain data.
+        let span = unsafe { span.assume_init() };
+        let name = &head[span.name.0..span.name.1];
+        let name = HeaderName::from_bytes(name).map_err(|_| Reject::bad("invalid header name"))?;
+        let value = HeaderValue::from_maybe_shared(head.slice(span.value.0..span.value.1))
+            .map_err(|_| Reject::bad("invalid header value"))?;
+        facts.observe(&name, &value)?;
+        headers.append(name, value);
+    }
+    let body = facts.framing(limits)?;
+    let keep_alive = facts.keep_alive();
+    Ok(Parsed::Complete(Box::new(Head {
+        request,
+        body,
+        keep_alive,
+        expect_continue: facts.expect_continue,
+        upgrade: facts.upgrade,
+    })))
+}
+
+fn partial(buf: &BytesMut, limits: &Limits) -> Result<Parsed, Reject> {
+    if buf.len() >= limits.max_head_bytes {
+        return Err(too_large(buf));
+    }
+    if !buf.contains(&b'\n') && buf.len() > limits.max_uri_bytes + 32 {
+        return Err(Reject::new(StatusCode::URI_TOO_LONG, "request line too long"));
+    }
+    Ok(Parsed::Partial)
+}
+
+fn too_large(buf: &[u8]) -> Reject {
+    if buf.contains(&b'\n') {
+        Reject::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "request header section too large",
+        )
+    } else {
+        Reject::new(StatusCode::URI_TOO_LONG, "request line too long")
+    }
+}
+
+fn reject_parse_error(err: httparse::Error, buf: &[u8]) -> Reject {
+    use httparse::Error as E;
+    match err {
+        E::HeaderName => Reject::bad("invalid header name"),
+        E::HeaderValue => Reject::bad("invalid header value"),
+        E::NewLine => Reject::bad("invalid line ending"),
+        E::Status | E::Token => Reject::bad("invalid request line"),
+        E::TooManyHeaders => Reject::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "too many header fields",
+        ),
+        E::Version => {
+            if looks_like_other_version(buf) {
+                Reject::new(
+                    StatusCode::HTTP_VERSION_NOT_SUPPORTED,
+                    "http version not supported",
+                )
+            } else {
+                Reject::bad("invalid http version")
+            }
+        }
+    }
+}
+
+/// True when the request line ends in a well-formed `HTTP/x.y` other than 1.x.
+fn looks_like_other_version(buf: &[u8]) -> bool {
+    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
+    let line = buf[..line_end].strip_suffix(b"\r").unwrap_or(&buf[..line_end]);
+    let Some(at) = line.windows(6).rposition(|w| w == b" HTTP/") else {
+        return false;
+    };
+    match &line[at + 6..] {
+        [major, b'.', minor] => major.is_ascii_digit() && minor.is_ascii_digit() && *major != b'1',
+        [major] => major.is_ascii_digit() && *major != b'1',
+        _ => false,
+    }
+}
+
+fn parse_method(token: &str) -> Result<Method, Reject> {
+    match token {
+        "GET" => Ok(Method::GET),
+        "POST" => Ok(Method::POST),
+        "HEAD" => Ok(Method::HEAD),
+        _ => Method::from_bytes(token.as_bytes()).map_err(|_| Reject::bad("invalid method")),
+    }
+}
+
+/// Checks the request-target form against the method (RFC 9112 §3.2).
+fn parse_uri(method: &Method, target: Bytes) -> Result<Uri, Reject> {
+    let bad = || Reject::bad("invalid request target");
+    match target.first() {
+        Some(b'/') => {}
+        Some(b'*') if target.len() == 1 => {
+            if method != Method::OPTIONS {
+                return Err(bad());
+            }
+        }
+        Some(_) if method == Method::CONNECT => {}
+        Some(_) => {
+            // absolute-form: must carry a scheme and an authority
+            let uri = Uri::from_maybe_shared(target).map_err(|_| bad())?;
+            if uri.scheme().is_none() || uri.authority().is_none() {
+                return Err(bad());
+            }
+            return Ok(uri);
+        }
+        None => return Err(bad()),
+    }
+    if target.iter().any(|&b| b == b'#') {
+        return Err(bad());
+    }
+    Uri::from_maybe_shared(target).map_err(|_| bad())
+}
+
+/// What the header section says about framing and the connection.
+struct Facts {
+    version: Version,
+    hosts: u32,
+    content_length: Option<u64>,
+    chunked: bool,
+    transfer_encoding: bool,
+    close: bool,
+    keep_alive: bool,
+    upgrade_token: bool,
+    upgrade_header: bool,
+    expect_continue: bool,
+    upgrade: bool,
+}
+
+impl Facts {
+    fn new(version: Version) -> Facts {
+        Facts {
+            version,
+            hosts: 0,
+            content_length: None,
+            chunked: false,
+            transfer_encoding: false,
+            close: false,
+            keep_alive: false,
+            upgrade_token: false,
+            upgrade_header: false,
+            expect_continue: false,
+            upgrade: false,
+        }
+    }
+
+    fn observe(&mut self, name: &HeaderName, value: &HeaderValue) -> Result<(), Reject> {
+        if name == header::HOST {
+            self.hosts += 1;
+            if self.hosts > 1 {
+                return Err(Reject::bad("repeated host header"));
+            }
+            if !valid_host(value.as_bytes()) {
+                return Err(Reject::bad("invalid host header"));
+            }
+        } else if name == header::CONTENT_LENGTH {
+            self.observe_content_length(value.as_bytes())?;
+        } else if name == header::TRANSFER_ENCODING {
+            self.observe_transfer_encoding(value.as_bytes())?;
+        } else if name == header::CONNECTION {
+            for token in tokens(value.as_bytes()) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    self.close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    self.keep_alive = true;
+                } else if token.eq_ignore_ascii_case(b"upgrade") {
+                    self.upgrade_token = true;
+                }
+            }
+        } else if name == header::UPGRADE {
+            self.upgrade_header = true;
+        } else if name == header::EXPECT {
+            if !value.as_bytes().eq_ignore_ascii_case(b"100-continue") {
+                return Err(Reject::new(
+                    StatusCode::EXPECTATION_FAILED,
+                    "unsupported expectation",
+                ));
+            }
+            self.expect_continue = self.version == Version::HTTP_11;
+        }
+        Ok(())
+    }
+
+    /// RFC 9112 §6.3 ¶5: a list of identical values is one value; any other
+    /// difference, sign or non-digit is fatal.
+    fn observe_content_length(&mut self, value: &[u8]) -> Result<(), Reject> {
+        let conflict = || Reject::bad("conflicting content-length");
+        for token in value.split(|&b| b == b',') {
+            let token = trim(token);
+            if token.is_empty() || token.len() > 19 || !token.iter().all(u8::is_ascii_digit) {
+                return Err(Reject::bad("invalid content-length"));
+            }
+            let n = token
+                .iter()
+                .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+            match self.content_length {
+                Some(prev) if prev != n => return Err(conflict()),
+                _ => self.content_length = Some(n),
+            }
+        }
+        Ok(())
+    }
+
+    /// RFC 9112 §6.1: chunked must be last and only once; other codings are
+    /// not implemented (501).
+    fn observe_transfer_encoding(&mut self, value: &[u8]) -> Result<(), Reject> {
+        self.transfer_encoding = true;
+        let mut any = false;
+        for token in value.split(|&b| b == b',') {
+            let token = trim(token);
+            if token.is_empty() {
+                continue;
+            }
+            any = true;
+            if self.chunked {
+                return Err(Reject::bad("chunked must be the final transfer coding"));
+            }
+            if token.eq_ignore_ascii_case(b"chunked") {
+                self.chunked = true;
+            } else {
+                return Err(Reject::new(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "unsupported transfer coding",
+                ));
+            }
+        }
+        if !any {
+            return Err(Reject::bad("empty transfer-encoding"));
+        }
+        Ok(())
+    }
+
+    fn framing(&mut self, limits: &Limits) -> Result<BodyLen, Reject> {
+        if self.version == Version::HTTP_11 && self.hosts == 0 {
+            return Err(Reject::bad("missing host header"));
+        }
+        self.upgrade = self.upgrade_token && self.upgrade_header;
+        if self.transfer_encoding {
+            if self.content_length.is_some() {
+                return Err(Reject::bad("content-length with transfer-encoding"));
+            }
+            if self.version == Version::HTTP_10 {
+                return Err(Reject::bad("transfer-encoding in http/1.0"));
+            }
+            if !self.chunked {
+                return Err(Reject::bad("chunked must be the final transfer coding"));
+            }
+            return Ok(BodyLen::Chunked);
+        }
+        match self.content_length {
+            None | Some(0) => Ok(BodyLen::Empty),
+            Some(n) if limits.max_body_bytes.is_some_and(|max| n > max) => Err(Reject::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body too large",
+            )),
+            Some(n) => Ok(BodyLen::Length(n)),
+        }
+    }
+
+    fn keep_alive(&self) -> bool {
+        match self.version {
+            Version::HTTP_10 => self.keep_alive && !self.close,
+            _ => !self.close,
+        }
+    }
+}
+
+/// Comma-separated list members with optional whitespace removed.
+pub(crate) fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(trim)
+        .filter(|t| !t.is_empty())
+}
+
+fn trim(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|b| !matches!(b, b' ' | b'\t'));
+    let Some(start) = start else { return &[] };
+    let end = s.iter().rposition(|b| !matches!(b, b' ' | b'\t')).unwrap_or(start);
+    &s[start..=end]
+}
+
+/// `uri-host [ ":" port ]` as RFC 9110 §7.2 allows; empty is allowed.
+fn valid_host(value: &[u8]) -> bool {
+    value.iter().all(|&b| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'.' | b'-' | b'_' | b'~' | b':' | b'[' | b']' | b'%' | b'!' | b'$' | b'&'
+                    | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+            )
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,122 @@
+//! Every resource a client can hold, as a named default and a field of [`Limits`].
+//!
+//! Each constant documents its unit and why the default is what it is; the
+//! wire tests in `tests/it/limits.rs` pin the behaviour at each edge.
+
+use std::time::Duration;
+
+/// Default for [`Limits::max_head_bytes`]: 16 KiB, the request line plus all
+/// header lines. Node.js uses the same figure; nginx allows up to 4 × 8 KiB.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Default for [`Limits::max_headers`]: 100 header fields per request.
+pub const MAX_HEADERS: usize = 100;
+
+/// Default for [`Limits::max_uri_bytes`]: 8 KiB for the request target
+/// (nginx's `large_client_header_buffers` line size).
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Default for [`Limits::max_body_bytes`]: 16 MiB per request body.
+pub const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Default for [`Limits::max_chunk_ext_bytes`]: 16 KiB of chunk extensions
+/// summed over one chunked body.
+pub const MAX_CHUNK_EXT_BYTES: usize = 16 * 1024;
+
+/// Default for [`Limits::max_drain_bytes`]: 256 KiB of request body that the
+/// server reads and discards when a handler answered without reading it.
+pub const MAX_DRAIN_BYTES: u64 = 256 * 1024;
+
+/// Default for [`Limits::max_connections`]: 10,000 open connections per server.
+pub const MAX_CONNECTIONS: usize = 10_000;
+
+/// Default for [`Limits::head_timeout`]: 10 s from the first byte of a request
+/// head to its last (slowloris).
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default for [`Limits::body_timeout`]: 30 s without progress while a handler
+/// waits for request body bytes.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default for [`Limits::keep_alive_timeout`]: 60 s idle between requests.
+pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default for [`Limits::write_timeout`]: 30 s without progress while writing
+/// a response to a client that does not read.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default for [`Limits::shutdown_timeout`]: 30 s for in-flight requests to
+/// finish after a graceful shutdown starts.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The limits the engine enforces on every connection.
+///
+/// Build one with [`Limits::default`] and change the fields you need; every
+/// field documents its default.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request head (request line and header section) in bytes;
+    /// beyond it the answer is 431, or 414 when the request line alone is
+    /// too long. Default is [`MAX_HEAD_BYTES`].
+    pub max_head_bytes: usize,
+    /// Most header fields in one request (and in one trailer section); beyond
+    /// it the answer is 431. Default is [`MAX_HEADERS`].
+    pub max_headers: usize,
+    /// Longest request target in bytes; beyond it the answer is 414. Default
+    /// is [`MAX_URI_BYTES`].
+    pub max_uri_bytes: usize,
+    /// Largest request body in bytes, or `None` for no limit; a larger
+    /// Content-Length is answered 413 before the body is read, and a chunked
+    /// body that grows past it is cut off with 413. Default is
+    /// [`MAX_BODY_BYTES`].
+    pub max_body_bytes: Option<u64>,
+    /// Most chunk-extension bytes in one chunked body; beyond it the answer
+    /// is 400. Default is [`MAX_CHUNK_EXT_BYTES`].
+    pub max_chunk_ext_bytes: usize,
+    /// Most unread body bytes discarded to keep a connection alive after a
+    /// handler answered without reading its body; past it the connection is
+    /// closed instead. Default is [`MAX_DRAIN_BYTES`].
+    pub max_drain_bytes: u64,
+    /// Most connections open at once on one server; at the limit, accepting
+    /// pauses and new clients wait in the listen backlog. Default is
+    /// [`MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// Most requests served on one connection before it is closed, or `None`
+    /// for no limit. Default is `None`.
+    pub max_requests_per_connection: Option<u64>,
+    /// Time allowed from the first byte of a request head to its end; a late
+    /// head is answered 408. Default is [`HEAD_TIMEOUT`].
+    pub head_timeout: Duration,
+    /// Time allowed without progress while a handler waits for body bytes; a
+    /// stalled body is answered 408. Default is [`BODY_TIMEOUT`].
+    pub body_timeout: Duration,
+    /// Time an idle keep-alive connection is kept open. Default is
+    /// [`KEEP_ALIVE_TIMEOUT`].
+    pub keep_alive_timeout: Duration,
+    /// Time allowed without progress while writing to a client that does not
+    /// read; the connection is then closed. Default is [`WRITE_TIMEOUT`].
+    pub write_timeout: Duration,
+    /// Time in-flight requests get to finish once graceful shutdown starts.
+    /// Default is [`SHUTDOWN_TIMEOUT`].
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_head_bytes: MAX_HEAD_BYTES,
+            max_headers: MAX_HEADERS,
+            max_uri_bytes: MAX_URI_BYTES,
+            max_body_bytes: Some(MAX_BODY_BYTES),
+            max_chunk_ext_bytes: MAX_CHUNK_EXT_BYTES,
+            max_drain_bytes: MAX_DRAIN_BYTES,
+            max_connections: MAX_CONNECTIONS,
+            max_requests_per_connection: None,
+            head_timeout: HEAD_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
+            keep_alive_timeout: KEEP_ALIVE_TIMEOUT,
+            write_timeout: WRITE_TIMEOUT,
+            shutdown_timeout: SHUTDOWN_TIMEOUT,
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Socket options and the bind calls for each listener kind.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use socket2::{Domain, SockAddr, Socket, Type};
+
+use crate::listen::Listener;
+use crate::sys;
+
+/// Default listen backlog.
+pub const BACKLOG: i32 = 1024;
+
+/// Options applied when binding listeners.
+#[derive(Debug, Clone)]
+pub struct BindOptions {
+    /// Listen backlog. Default is [`BACKLOG`].
+    pub backlog: i32,
+    /// `TCP_DEFER_ACCEPT` on Linux: accept only once the client has sent
+    /// data, or after this long. Default is 10 s; `None` turns it off.
+    pub defer_accept: Option<Duration>,
+    /// Set `TCP_NODELAY` (accepted sockets inherit it). Default is true.
+    pub nodelay: bool,
+    /// File mode of UNIX socket files the server creates. Default is `None`
+    /// (the process umask decides).
+    pub unix_mode: Option<u32>,
+}
+
+impl Default for BindOptions {
+    fn default() -> Self {
+        BindOptions {
+            backlog: BACKLOG,
+            defer_accept: Some(Duration::from_secs(10)),
+            nodelay: true,
+            unix_mode: None,
+        }
+    }
+}
+
+pub(super) fn bind_tcp(addr: SocketAddr, opts: &BindOptions, reuse_port: bool) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(socket2::Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.set_tcp_nodelay(opts.nodelay)?;
+    socket.bind(&addr.into())?;
+    socket.listen(opts.backlog)?;
+    if let Some(defer) = opts.defer_accept {
+        sys::set_defer_accept(socket.as_raw_fd(), defer.as_secs().max(1) as u32)?;
+    }
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+pub(super) fn bind_unix(path: &Path, opts: &BindOptions) -> io::Result<Listener> {
+    remove_stale(path)?;
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    socket.bind(&SockAddr::unix(path)?)?;
+    if let Some(mode) = opts.unix_mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    socket.listen(opts.backlog)?;
+    socket.set_nonblocking(true)?;
+    let fd: OwnedFd = socket.into();
+    Ok(Listener::Unix(fd.into(), Some(path.to_path_buf())))
+}
+
+/// Removes a socket file no server answers on; refuses to touch a live
+/// socket or a file that is not a socket.
+fn remove_stale(path: &Path) -> io::Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err),
+    };
+    if !meta.file_type().is_socket() {
+        return Err(io::Error::new(io::ErrorKind::AlreadyExists, "path exists and is not a socket"));
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Err(io::Error::new(io::ErrorKind::AddrInUse, "another server is listening on this socket")),
+        Err(_) => std::fs::remove_file(path),
+    }
+}
+
+/// Wraps an inherited listening socket.
+pub(super) fn adopt(fd: RawFd, opts: &BindOptions) -> io::Result<Listener> {
+    let socket = Socket::from(sys::adopt_fd(fd)?);
+    if !socket.is_listener()? {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "descriptor is not a listening socket"));
+    }
+    if socket.r#type()? != Type::STREAM {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "descriptor is not a stream socket"));
+    }
+    socket.set_nonblocking(true)?;
+    let local = socket.local_addr()?;
+    if local.is_unix() {
+        let fd: OwnedFd = socket.into();
+        return Ok(Listener::Unix(fd.into(), None));
+    }
+    if opts.nodelay {
+        socket.set_tcp_nodelay(true)?;
+    }
+    Ok(Listener::Tcp(socket.into()))
+}
+
+/// The sockets systemd passed (sd_listen_fds(3)): `LISTEN_PID` must be this
+/// process, `LISTEN_FDS` counts descriptors from 3, `LISTEN_FDNAMES` names them.
+pub(super) fn systemd(name: Option<&str>, opts: &BindOptions) -> io::Result<Vec<Listener>> {
+    let missing = |what: &str| io::Error::new(io::ErrorKind::NotFound, format!("no sockets from systemd ({what})"));
+    let pid = std::env::var("LISTEN_PID").map_err(|_| missing("LISTEN_PID is not set"))?;
+    if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
+        return Err(missing("LISTEN_PID is another process"));
+    }
+    let count = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.trim().parse::<i32>().ok())
+        .ok_or_else(|| missing("LISTEN_FDS is not set"))?;
+    let names = std::env::var("LISTEN_FDNAMES").unwrap_or_default();
+    let names: Vec<&str> = names.split(':').collect();
+    let mut out = Vec::new();
+    for i in 0..count {
+        let fd_name = names.get(i as usize).copied().unwrap_or("");
+        if name.is_some_and(|want| want != fd_name) {
+            continue;
+        }
+        out.push(adopt(3 + i, opts)?);
+    }
+    if out.is_empty() {
+        return Err(missing("no socket has that name"));
+    }
+    Ok(out)
+}
+
+/// The paths of UNIX sockets the server created, to remove at exit.
+pub(crate) fn owned_paths(listeners: &[Listener]) -> Vec<PathBuf> {
+    listeners
+        .iter()
+        .filter_map(|l| match l {
+            Listener::Unix(_, Some(p)) => Some(p.clone()),
+            _ => None,
+        })
+        .collect()
+}

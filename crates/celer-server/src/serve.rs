@@ -1,0 +1,441 @@
+//! The [`Server`]: binding, runtimes, accept loops, the connection limit and
+//! graceful shutdown.
+//!
+//! Accepting stops while the server is at its connection limit, so excess
+//! clients wait in the kernel's backlog instead of exhausting descriptors.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::{Request, Response};
+use http_body::Body;
+use tokio::sync::Semaphore;
+use tower_service::Service;
+
+use crate::body::Incoming;
+use crate::error::BoxError;
+use crate::http1::{Http1Config, serve_connection};
+use crate::limits::Limits;
+use crate::listen::{BindOptions, Listen, Listener, options_paths};
+use crate::shutdown::Shutdown;
+use crate::transport::Transport;
+
+/// How connections are spread over threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threading {
+    /// One current-thread runtime per worker, each with its own
+    /// SO_REUSEPORT listener: the kernel spreads connections, a connection
+    /// never changes thread.
+    PerCore,
+    /// One multi-thread runtime whose workers steal tasks from each other.
+    WorkStealing,
+}
+
+/// Facts about one accepted connection, given to the per-connection
+/// service factory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnInfo {
+    /// The client's address; `None` on UNIX sockets.
+    pub remote: Option<SocketAddr>,
+    /// The server's address; `None` on UNIX sockets.
+    pub local: Option<SocketAddr>,
+}
+
+/// Entry point: `Server::builder()`.
+#[derive(Debug)]
+pub struct Server;
+
+impl Server {
+    /// A builder with the defaults documented on each setter.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+/// Configures and binds a server.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    listens: Vec<Listen>,
+    limits: Limits,
+    server_header: Option<HeaderValue>,
+    workers: usize,
+    threading: Threading,
+    bind: BindOptions,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            listens: Vec::new(),
+            limits: Limits::default(),
+            server_header: Some(HeaderValue::from_static("celer")),
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threading: Threading::PerCore,
+            bind: BindOptions::default(),
+        }
+    }
+}
+
+impl Builder {
+    /// Adds a listener. Default is none; binding with none is an error.
+    pub fn listen(mut self, listen: Listen) -> Self {
+        self.listens.push(listen);
+        self
+    }
+
+    /// Sets the limits. Default is [`Limits::default`].
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the `Server` header, or `None` to send none. Default is `celer`.
+    pub fn server_header(mut self, value: Option<HeaderValue>) -> Self {
+        self.server_header = value;
+        self
+    }
+
+    /// Sets the number of worker threads. Default is the number of CPUs.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// Sets the threading model. Default is [`Threading::PerCore`]
+    /// (ARCHITECTURE.md records the measurement behind it).
+    pub fn threading(mut self, threading: Threading) -> Self {
+        self.threading = threading;
+        self
+    }
+
+    /// Sets socket options for binding. Default is [`BindOptions::default`].
+    pub fn bind_options(mut self, opts: BindOptions) -> Self {
+        self.bind = opts;
+        self
+    }
+
+    /// Binds every listener now, so address errors surface before serving.
+    pub fn bind(self) -> io::Result<Bound> {
+        if self.listens.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no listen address given"));
+        }
+        let copies = match self.threading {
+            Threading::PerCore => self.workers,
+            Threading::WorkStealing => 1,
+        };
+        let mut sets = Vec::new();
+        for listen in &self.listens {
+            sets.extend(listen.bind(&self.bind, copies)?);
+        }
+        let mut per_worker: Vec<Vec<Listener>> = (0..copies).map(|_| Vec::new()).collect();
+        for set in sets {
+            for (worker, l) in set.into_iter().enumerate() {
+                per_worker[worker].push(l);
+            }
+        }
+        let config = Http1Config {
+            limits: self.limits,
+            server_header: self.server_header,
+        };
+        Ok(Bound {
+            config: Arc::new(config),
+            per_worker,
+            workers: self.workers,
+            threading: self.threading,
+        })
+    }
+}
+
+/// A server with its listeners bound, ready to run a service.
+#[derive(Debug)]
+pub struct Bound {
+    config: Arc<Http1Config>,
+    per_worker: Vec<Vec<Listener>>,
+    workers: usize,
+    threading: Threading,
+}
+
+impl Bound {
+    /// The bound addresses as `--listen` specs, real ports filled in.
+    pub fn local_specs(&self) -> Vec<String> {
+        self.per_worker
+            .first()
+            .map(|ls| ls.iter().map(Listener::local_spec).collect())
+            .unwrap_or_default()
+    }
+
+    /// The first TCP address, if any (handy in tests).
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.per_worker.first()?.iter().find_map(Listener::tcp_addr)
+    }
+
+    /// Runs `service` on runtimes of its own until `signal` resolves, then
+    /// shuts down gracefully. Blocks the calling thread.
+    pub fn run<S, B>(self, service: S, signal: impl Future<Output = ()> + Send + 'static) -> io::Result<()>
+    where
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
+        S::Future: Send,
+        S::Error: Into<BoxError> + Send,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError> + Send,
+    {
+        self.run_with(move |_: &ConnInfo| service.clone(), signal)
+    }
+
+    /// Like [`Bound::run`], building a service per connection with `make`.
+    pub fn run_with<F, S, B>(self, make: F, signal: impl Future<Output = ()> + Send + 'static) -> io::Result<()>
+    where
+        F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
+        S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+        S::Future: Send,
+        S::Error: Into<BoxError> + Send,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError> + Send,
+    {
+        let make = Arc::new(make);
+        let shutdown = Shutdown::new();
+        let state = Arc::new(State::new(&self.config));
+        let unix_paths: Vec<PathBuf> = self.per_worker.first().map(|l| options_paths(l)).unwrap_or_default();
+        let result = match self.threading {
+            Threading::WorkStealing => {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(self.workers)
+                    .enable_all()
+                    .build()?;
+                let listeners = self.per_worker.into_iter().flatten().collect::<Vec<_>>();
+                rt.block_on(async {
+                    for l in listeners {
+                        start_accept(l, make.clone(), state.clone(), shutdown.clone())?;
+                    }
+                    signal.await;
+                    shutdown.trigger();
+                    state.drained().await;
+                    Ok(())
+                })
+            }
+            Threading::PerCore => {
+                let mut threads = Vec::new();
+                for (i, listeners) in self.per_worker.into_iter().enumerate() {
+                    let (make, state, shutdown) = (make.clone(), state.clone(), shutdown.clone());
+                    let thread = std::thread::Builder::new()
+                        .name(format!("celer-worker-{i}"))
+                        .spawn(move || worker(listeners, make, state, shutdown))?;
+                    threads.push(thread);
+                }
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                rt.block_on(async {
+                    signal.await;
+                    shutdown.trigger();
+                });
+                let mut result = Ok(());
+                for t in threads {
+                    match t.join() {
+                        Ok(Ok(())) => {}
+                        Ok(Err(err)) => result = Err(err),
+                        Err(_) => result = Err(io::Error::other("worker thread panicked")),
+                    }
+                }
+                result
+            }
+        };
+        for path in unix_paths {
+            let _ = std::fs::remove_file(path);
+        }
+        result
+    }
+
+    /// Serves on the current tokio runtime until `shutdown` fires, then
+    /// waits for connections to finish (up to the shutdown timeout).
+    pub async fn serve<S, B>(self, service: S, shutdown: Shutdown) -> io::Result<()>
+    where
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
+        S::Future: Send,
+        S::Error: Into<BoxError> + Send,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError> + Send,
+    {
+        self.serve_with(move |_: &ConnInfo| service.clone(), shutdown).await
+    }
+
+    /// Like [`Bound::serve`], building a service per connection with `make`.
+    pub async fn serve_with<F, S, B>(self, make: F, shutdown: Shutdown) -> io::Result<()>
+    where
+        F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
+        S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+        S::Future: Send,
+        S::Error: Into<BoxError> + Send,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError> + Send,
+    {
+        let make = Arc::new(make);
+        let state = Arc::new(State::new(&self.config));
+        let unix_paths: Vec<PathBuf> = self.per_worker.first().map(|l| options_paths(l)).unwrap_or_default();
+        for l in self.per_worker.into_iter().flatten() {
+            start_accept(l, make.clone(), state.clone(), shutdown.clone())?;
+        }
+        shutdown.started().await;
+        state.drained().await;
+        for path in unix_paths {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(())
+    }
+}
+
+/// What every accept loop and connection of one server shares.
+struct State {
+    config: Arc<Http1Config>,
+    permits: Arc<Semaphore>,
+    max: u32,
+}
+
+impl State {
+    fn new(config: &Arc<Http1Config>) -> State {
+        let max = config.limits.max_connections.clamp(1, Semaphore::MAX_PERMITS) as u32;
+        State {
+            config: config.clone(),
+            permits: Arc::new(Semaphore::new(max as usize)),
+            max,
+        }
+    }
+
+    /// Waits until every connection has ended, or the shutdown timeout.
+    async fn drained(&self) {
+        let limit = self.config.limits.shutdown_timeout;
+        if tokio::time::timeout(limit, self.permits.acquire_many(self.max)).await.is_err() {
+            tracing::warn!(target: "celer::serve", "shutdown timeout: closing connections still in flight");
+        }
+    }
+}
+
+fn worker<F, S, B>(listeners: Vec<Listener>, make: Arc<F>, state: Arc<State>, shutdown: Shutdown) -> io::Result<()>
+where
+    F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError> + Send,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + Send,
+{
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        for l in listeners {
+            start_accept(l, make.clone(), state.clone(), shutdown.clone())?;
+        }
+        shutdown.started().await;
+        state.drained().await;
+        Ok(())
+    })
+}
+
+fn start_accept<F, S, B>(listener: Listener, make: Arc<F>, state: Arc<State>, shutdown: Shutdown) -> io::Result<()>
+where
+    F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError> + Send,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + Send,
+{
+    match listener {
+        Listener::Tcp(l) => {
+            let local = l.local_addr().ok();
+            let l = tokio::net::TcpListener::from_std(l)?;
+            tokio::spawn(accept_loop(TcpAcceptor(l, local), make, state, shutdown));
+        }
+        Listener::Unix(l, _) => {
+            let l = tokio::net::UnixListener::from_std(l)?;
+            tokio::spawn(accept_loop(l, make, state, shutdown));
+        }
+    }
+    Ok(())
+}
+
+/// A listener the accept loop can take connections from.
+trait Accept: Send + 'static {
+    type Io: Transport;
+
+    fn accept(&self) -> impl Future<Output = io::Result<(Self::Io, ConnInfo)>> + Send;
+}
+
+struct TcpAcceptor(tokio::net::TcpListener, Option<SocketAddr>);
+
+impl Accept for TcpAcceptor {
+    type Io = tokio::net::TcpStream;
+
+    async fn accept(&self) -> io::Result<(Self::Io, ConnInfo)> {
+        let (io, remote) = self.0.accept().await?;
+        Ok((io, ConnInfo { remote: Some(remote), local: self.1 }))
+    }
+}
+
+impl Accept for tokio::net::UnixListener {
+    type Io = tokio::net::UnixStream;
+
+    async fn accept(&self) -> io::Result<(Self::Io, ConnInfo)> {
+        let (io, _) = tokio::net::UnixListener::accept(self).await?;
+        Ok((io, ConnInfo { remote: None, local: None }))
+    }
+}
+
+async fn accept_loop<A, F, S, B>(acceptor: A, make: Arc<F>, state: Arc<State>, shutdown: Shutdown)
+where
+    A: Accept,
+    F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError> + Send,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + Send,
+{
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = shutdown.started() => return,
+            permit = state.permits.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
+        let accepted = tokio::select! {
+            biased;
+            () = shutdown.started() => return,
+            res = acceptor.accept() => res,
+        };
+        match accepted {
+            Ok((io, info)) => {
+                let service = make(&info);
+                let config = state.config.clone();
+                let shutdown = shutdown.clone();
+                tokio::spawn(async move {
+                    serve_connection(io, service, config, shutdown).await;
+                    drop(permit);
+                });
+            }
+            Err(err) => {
+                drop(permit);
+                if is_per_connection(&err) {
+                    continue;
+                }
+                // Out of descriptors or memory: back off instead of spinning,
+                // the process stays up and retries.
+                tracing::error!(target: "celer::serve", error = %err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Errors that concern only the connection being accepted.
+fn is_per_connection(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused
+    )
+}

@@ -1,0 +1,152 @@
+//! Protocol upgrades (RFC 9110 §7.8): after a `101 Switching Protocols`
+//! response the engine hands the raw connection to the service.
+//!
+//! A request carrying `Connection: upgrade` and an `Upgrade` field has an
+//! [`OnUpgrade`] in its extensions. The service takes it with [`on`], answers
+//! 101, and awaits it to get the [`Upgraded`] connection, which yields the
+//! bytes the client sent after the request head first.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
+
+/// A byte stream the engine can hand over.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+/// The connection after a 101 response.
+pub struct Upgraded {
+    io: Box<dyn Io>,
+    read_buf: Bytes,
+}
+
+impl Upgraded {
+    pub(crate) fn new(io: Box<dyn Io>, read_buf: Bytes) -> Upgraded {
+        Upgraded { io, read_buf }
+    }
+}
+
+impl fmt::Debug for Upgraded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Upgraded")
+            .field("buffered", &self.read_buf.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AsyncRead for Upgraded {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.read_buf.is_empty() {
+            let n = self.read_buf.len().min(buf.remaining());
+            buf.put_slice(&self.read_buf[..n]);
+            self.read_buf.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Upgraded {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// A future that resolves to the upgraded connection once the engine has
+/// written the 101 response.
+pub struct OnUpgrade {
+    rx: Option<oneshot::Receiver<Upgraded>>,
+}
+
+impl fmt::Debug for OnUpgrade {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OnUpgrade").finish_non_exhaustive()
+    }
+}
+
+impl Clone for OnUpgrade {
+    /// Extensions must be `Clone`; a clone never resolves to a connection,
+    /// only the original does.
+    fn clone(&self) -> Self {
+        OnUpgrade { rx: None }
+    }
+}
+
+impl Future for OnUpgrade {
+    type Output = io::Result<Upgraded>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(rx) = self.rx.as_mut() else {
+            return Poll::Ready(Err(not_upgraded()));
+        };
+        match Pin::new(rx).poll(cx) {
+            Poll::Ready(Ok(up)) => Poll::Ready(Ok(up)),
+            Poll::Ready(Err(_)) => Poll::Ready(Err(not_upgraded())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+fn not_upgraded() -> io::Error {
+    io::Error::other("connection was not upgraded")
+}
+
+/// The engine's end of an [`OnUpgrade`].
+#[derive(Debug)]
+pub(crate) struct Pending {
+    tx: oneshot::Sender<Upgraded>,
+}
+
+impl Pending {
+    pub(crate) fn fulfill(self, up: Upgraded) {
+        let _ = self.tx.send(up);
+    }
+}
+
+pub(crate) fn pending() -> (OnUpgrade, Pending) {
+    let (tx, rx) = oneshot::channel();
+    (OnUpgrade { rx: Some(rx) }, Pending { tx })
+}
+
+/// Takes the [`OnUpgrade`] out of a request; awaiting it fails when the
+/// request asked for no upgrade or the response was not a 101.
+pub fn on<B>(req: &mut http::Request<B>) -> OnUpgrade {
+    req.extensions_mut()
+        .remove::<OnUpgrade>()
+        .unwrap_or(OnUpgrade { rx: None })
+}
