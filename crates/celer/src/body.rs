@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::fmt;
 use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -37,7 +38,27 @@ pub struct Body {
 enum Kind {
     Empty,
     Full(Bytes),
-    Boxed(UnsyncBoxBody<Bytes, BoxError>),
+    Boxed(SyncBody),
+}
+
+/// A boxed body behind a mutex, so that `Body` (and so `Request`) is `Sync`.
+///
+/// Polling goes through `Mutex::get_mut`, which never locks; only the
+/// `&self` methods `is_end_stream` and `size_hint` take the uncontended lock.
+struct SyncBody(Mutex<UnsyncBoxBody<Bytes, BoxError>>);
+
+impl SyncBody {
+    fn new(body: UnsyncBoxBody<Bytes, BoxError>) -> Kind {
+        Kind::Boxed(SyncBody(Mutex::new(body)))
+    }
+
+    fn get_mut(&mut self) -> &mut UnsyncBoxBody<Bytes, BoxError> {
+        self.0.get_mut().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&UnsyncBoxBody<Bytes, BoxError>) -> R) -> R {
+        f(&self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
 }
 
 // ===== impl Body =====
@@ -81,7 +102,7 @@ impl Body {
             return Body::empty();
         }
         Body {
-            kind: Kind::Boxed(body.map_err(Into::into).boxed_unsync()),
+            kind: SyncBody::new(body.map_err(Into::into).boxed_unsync()),
         }
     }
 
@@ -104,7 +125,7 @@ impl Body {
             .map_ok(|chunk| Frame::data(chunk.into()))
             .map_err(Into::into);
         Body {
-            kind: Kind::Boxed(StreamBody::new(frames).boxed_unsync()),
+            kind: SyncBody::new(StreamBody::new(frames).boxed_unsync()),
         }
     }
 
@@ -124,7 +145,10 @@ impl Body {
         match self.kind {
             Kind::Empty => Ok(Bytes::new()),
             Kind::Full(bytes) => Ok(bytes),
-            Kind::Boxed(body) => Ok(body.collect().await?.to_bytes()),
+            Kind::Boxed(body) => {
+                let body = body.0.into_inner().unwrap_or_else(PoisonError::into_inner);
+                Ok(body.collect().await?.to_bytes())
+            }
         }
     }
 }
@@ -166,7 +190,7 @@ impl http_body::Body for Body {
                     Poll::Ready(Some(Ok(Frame::data(bytes))))
                 }
             }
-            Kind::Boxed(body) => Pin::new(body).poll_frame(cx),
+            Kind::Boxed(body) => Pin::new(body.get_mut()).poll_frame(cx),
         }
     }
 
@@ -174,7 +198,7 @@ impl http_body::Body for Body {
         match &self.kind {
             Kind::Empty => true,
             Kind::Full(bytes) => bytes.is_empty(),
-            Kind::Boxed(body) => body.is_end_stream(),
+            Kind::Boxed(body) => body.with(|body| body.is_end_stream()),
         }
     }
 
@@ -182,7 +206,7 @@ impl http_body::Body for Body {
         match &self.kind {
             Kind::Empty => SizeHint::with_exact(0),
             Kind::Full(bytes) => SizeHint::with_exact(bytes.len() as u64),
-            Kind::Boxed(body) => body.size_hint(),
+            Kind::Boxed(body) => body.with(|body| body.size_hint()),
         }
     }
 }

@@ -1,0 +1,480 @@
+//! The application: routes, scopes, mounts, middleware, status handlers and
+//! shared state, served as a `tower::Service`.
+
+mod route;
+mod service;
+mod status;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use http::Extensions;
+
+use crate::extract::DEFAULT_BODY_LIMIT;
+use crate::handler::{BoxHandler, Handler, boxed};
+use crate::router::{MethodSet, Router, Rule, UrlError, UrlParams};
+
+pub use self::route::RouteBuilder;
+pub use self::service::ResponseFuture;
+pub use self::status::{StatusHandler, StatusMatch};
+
+use self::status::BoxStatusHandler;
+
+/// A web application: a router of handlers plus middleware and state.
+///
+/// `App` is built with `&mut self` methods, then served: it implements
+/// `tower::Service<http::Request<B>>` for any `http_body::Body` `B`, and
+/// cloning it is one `Arc` clone.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use celer::{App, Request};
+/// use tower::ServiceExt;
+///
+/// let mut app = App::new();
+/// app.get("/hello/<name>", |req: Request| async move {
+///     format!("Hello, {}!", req.param_str("name").unwrap_or_default())
+/// });
+///
+/// let req = http::Request::get("/hello/world").body(celer::Body::empty()).unwrap();
+/// let res = app.oneshot(req).await.unwrap();
+/// let body = res.into_body().collect_bytes().await.unwrap();
+/// assert_eq!(&body[..], b"Hello, world!");
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct App {
+    shared: Arc<Shared>,
+    /// Open scopes while building (empty outside `scope` closures).
+    scopes: Vec<ScopeFrame>,
+}
+
+/// What requests share: everything built by the `App` methods.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) router: Router<usize>,
+    pub(crate) routes: Vec<Route>,
+    names: HashMap<Box<str>, usize>,
+    /// App-level middleware, outermost first; they run before routing.
+    pub(crate) middleware: Vec<BoxHandler>,
+    /// App-level status handlers, applied to every response.
+    pub(crate) status: Vec<(StatusMatch, BoxStatusHandler)>,
+    pub(crate) state: Extensions,
+    pub(crate) body_limit: usize,
+    pub(crate) asterisk: Option<BoxHandler>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Route {
+    pub(crate) rule: Rule,
+    pub(crate) methods: MethodSet,
+    /// Scope middleware, route middleware, the handler, `.then` handlers.
+    pub(crate) chain: Vec<BoxHandler>,
+    /// Index of the main handler in `chain`.
+    handler_idx: usize,
+    name: Option<Box<str>>,
+    pub(crate) body_limit: Option<usize>,
+}
+
+#[derive(Clone)]
+struct ScopeFrame {
+    /// The full prefix: outer scopes included.
+    prefix: Rule,
+    middleware: Vec<BoxHandler>,
+    first_route: usize,
+}
+
+// ===== impl App =====
+
+impl App {
+    /// Creates an empty app.
+    ///
+    /// ```
+    /// let app = celer::App::new();
+    /// # let _ = app;
+    /// ```
+    pub fn new() -> Self {
+        App {
+            shared: Arc::new(Shared {
+                router: Router::new(),
+                routes: Vec::new(),
+                names: HashMap::new(),
+                middleware: Vec::new(),
+                status: Vec::new(),
+                state: Extensions::new(),
+                body_limit: DEFAULT_BODY_LIMIT,
+                asterisk: None,
+            }),
+            scopes: Vec::new(),
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    fn shared_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.shared)
+    }
+
+    /// Adds a route for a set of methods.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the rule is invalid.
+    ///
+    /// ```
+    /// use celer::{MethodSet, Request};
+    /// let mut app = celer::App::new();
+    /// app.route(MethodSet::GET | MethodSet::POST, "/form", |_req: Request| async { "ok" });
+    /// ```
+    pub fn route<H: Handler<T>, T>(
+        &mut self,
+        methods: impl Into<MethodSet>,
+        rule: &str,
+        handler: H,
+    ) -> RouteBuilder<'_> {
+        let parsed = self
+            .shared
+            .router
+            .parse(rule)
+            .unwrap_or_else(|err| panic!("{err}"));
+        self.add_route(methods.into(), parsed, boxed(handler))
+    }
+
+    /// Adds a regex route: the regex matches the rest of the path under the
+    /// current scope, and its named groups are the parameters.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the regex is invalid.
+    ///
+    /// ```
+    /// use celer::{MethodSet, Request};
+    /// let mut app = celer::App::new();
+    /// app.regex(MethodSet::GET, r"/v(?P<major>\d+)/.*", |req: Request| async move {
+    ///     req.param_str("major").unwrap_or_default().into_owned()
+    /// });
+    /// ```
+    pub fn regex<H: Handler<T>, T>(
+        &mut self,
+        methods: impl Into<MethodSet>,
+        regex: &str,
+        handler: H,
+    ) -> RouteBuilder<'_> {
+        let parsed = self
+            .shared
+            .router
+            .parse_regex(regex)
+            .unwrap_or_else(|err| panic!("{err}"));
+        self.add_route(methods.into(), parsed, boxed(handler))
+    }
+
+    fn add_route(
+        &mut self,
+        methods: MethodSet,
+        rule: Rule,
+        handler: BoxHandler,
+    ) -> RouteBuilder<'_> {
+        let rule = match self.scopes.last() {
+            Some(scope) => rule
+                .prefixed(&scope.prefix)
+                .unwrap_or_else(|err| panic!("{err}")),
+            None => rule,
+        };
+        let route = Route {
+            rule,
+            methods,
+            chain: vec![handler],
+            handler_idx: 0,
+            name: None,
+            body_limit: None,
+        };
+        let id = self.shared_mut().push_route(route);
+        RouteBuilder::new(self, id)
+    }
+
+    /// Opens a scope: routes and middleware added inside `build` live under
+    /// `prefix`, and middleware added there (with [`App::middleware`]) wraps
+    /// the scope's routes only.
+    ///
+    /// ```
+    /// use celer::Request;
+    /// let mut app = celer::App::new();
+    /// app.scope("/admin", |admin| {
+    ///     admin.get("", |_req: Request| async { "dashboard" });
+    ///     admin.get("/users", |_req: Request| async { "users" });
+    /// });
+    /// assert_eq!(app.url_for("x", &[]).is_err(), true);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics if the prefix is not a valid rule without catch-all.
+    pub fn scope(&mut self, prefix: &str, build: impl FnOnce(&mut App)) -> &mut Self {
+        let parsed = self
+            .shared
+            .router
+            .parse(prefix)
+            .unwrap_or_else(|err| panic!("{err}"));
+        let prefix = match self.scopes.last() {
+            Some(outer) => parsed
+                .prefixed(&outer.prefix)
+                .unwrap_or_else(|err| panic!("{err}")),
+            None => parsed,
+        };
+        self.scopes.push(ScopeFrame {
+            prefix,
+            middleware: Vec::new(),
+            first_route: self.shared.routes.len(),
+        });
+        build(self);
+        if let Some(frame) = self.scopes.pop() {
+            self.shared_mut()
+                .wrap_routes(frame.first_route, &frame.middleware);
+        }
+        self
+    }
+
+    /// Mounts another app under `prefix`: its routes, names, middleware,
+    /// status handlers, types and state join this app.
+    ///
+    /// The sub-app's middleware and status handlers wrap its own routes only;
+    /// its state is merged into this app's (its values win), and its routes
+    /// keep its body limit unless they set their own.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the prefix is invalid or a route name is already taken.
+    ///
+    /// ```
+    /// use celer::Request;
+    /// let mut api = celer::App::new();
+    /// api.get("/items/<int:id>", |_req: Request| async { "item" }).name("item");
+    ///
+    /// let mut app = celer::App::new();
+    /// app.mount("/api/v1", api);
+    /// assert_eq!(app.url_for("item", &[("id", &3)]).unwrap(), "/api/v1/items/3");
+    /// ```
+    pub fn mount(&mut self, prefix: &str, sub: App) -> &mut Self {
+        let sub = Arc::unwrap_or_clone(sub.shared);
+        self.shared_mut().router.merge_types(sub.router.types());
+        let parsed = self
+            .shared
+            .router
+            .parse(prefix)
+            .unwrap_or_else(|err| panic!("{err}"));
+        let prefix = match self.scopes.last() {
+            Some(outer) => parsed
+                .prefixed(&outer.prefix)
+                .unwrap_or_else(|err| panic!("{err}")),
+            None => parsed,
+        };
+        let mut wrappers = Vec::new();
+        if !sub.status.is_empty() {
+            wrappers.push(status::middleware(sub.status.clone()));
+        }
+        wrappers.extend(sub.middleware.iter().cloned());
+        let shared = self.shared_mut();
+        shared.state.extend(sub.state);
+        let first = shared.routes.len();
+        for mut route in sub.routes {
+            route.rule = route
+                .rule
+                .prefixed(&prefix)
+                .unwrap_or_else(|err| panic!("{err}"));
+            route.body_limit = route.body_limit.or(Some(sub.body_limit));
+            let name = route.name.take();
+            let id = shared.push_route(route);
+            if let Some(name) = name {
+                shared.set_name(id, &name);
+            }
+        }
+        shared.wrap_routes(first, &wrappers);
+        self
+    }
+
+    /// Adds middleware: `(req, next) -> response`.
+    ///
+    /// At the top level it wraps the whole app, routing included (so it also
+    /// sees 404 and 405 answers), in registration order: the first added is
+    /// the outermost. Inside a [`scope`](App::scope) it wraps the scope's
+    /// routes, after the enclosing scopes' middleware.
+    ///
+    /// ```
+    /// use celer::{Next, Request, Response};
+    /// async fn server_header(req: Request, next: Next) -> Response {
+    ///     let mut res = next.run(req).await;
+    ///     res.headers_mut().insert("server", http::HeaderValue::from_static("celer"));
+    ///     res
+    /// }
+    /// let mut app = celer::App::new();
+    /// app.middleware(server_header);
+    /// ```
+    pub fn middleware<H: Handler<T>, T>(&mut self, middleware: H) -> &mut Self {
+        let middleware = boxed(middleware);
+        match self.scopes.last_mut() {
+            Some(scope) => scope.middleware.push(middleware),
+            None => self.shared_mut().middleware.push(middleware),
+        }
+        self
+    }
+
+    /// Installs a status handler: it renders the responses whose status
+    /// matches (one status or a range), whoever produced them.
+    ///
+    /// The handler receives the response; when it answers `200 OK`, the
+    /// original status is kept, and headers that must survive (`Allow`,
+    /// `Location`, `WWW-Authenticate`, `Retry-After`) are copied over. The
+    /// first matching handler wins. Inside a scope it covers the scope's
+    /// routes only.
+    ///
+    /// ```
+    /// use celer::response::Html;
+    /// let mut app = celer::App::new();
+    /// app.status(404, |_res: celer::Response| async { Html("<h1>Not here</h1>") });
+    /// app.status(500..=599, |_res: celer::Response| async { "sorry" });
+    /// ```
+    pub fn status<H: StatusHandler<T>, T>(
+        &mut self,
+        statuses: impl Into<StatusMatch>,
+        handler: H,
+    ) -> &mut Self {
+        let entry = (statuses.into(), handler.into_boxed());
+        match self.scopes.last_mut() {
+            Some(scope) => scope.middleware.push(status::middleware(vec![entry])),
+            None => self.shared_mut().status.push(entry),
+        }
+        self
+    }
+
+    /// Installs shared state, read by handlers with
+    /// [`Request::state`](crate::Request::state); one value per type.
+    ///
+    /// ```
+    /// let mut app = celer::App::new();
+    /// app.state(std::sync::Arc::new(String::from("config")));
+    /// ```
+    pub fn state<T: Clone + Send + Sync + 'static>(&mut self, value: T) -> &mut Self {
+        self.shared_mut().state.insert(value);
+        self
+    }
+
+    /// Sets the default limit, in bytes, on request bodies read by
+    /// extractors; larger bodies are answered with 413. Routes can override
+    /// it with [`RouteBuilder::body_limit`].
+    ///
+    /// Default is [`DEFAULT_BODY_LIMIT`] (2 MiB).
+    ///
+    /// ```
+    /// let mut app = celer::App::new();
+    /// app.body_limit(64 * 1024);
+    /// ```
+    pub fn body_limit(&mut self, limit: usize) -> &mut Self {
+        self.shared_mut().body_limit = limit;
+        self
+    }
+
+    /// Registers a parameter type for the rules added after it; see
+    /// [`Router::register_type`].
+    ///
+    /// # Panics
+    ///
+    /// Panics if the name is taken or the pattern is not a valid regex.
+    ///
+    /// ```
+    /// let mut app = celer::App::new();
+    /// app.register_type::<u8>("byte", "[0-9]{1,3}");
+    /// app.get("/b/<byte:b>", |_req: celer::Request| async { "byte" });
+    /// ```
+    pub fn register_type<T: FromStr + 'static>(&mut self, name: &str, pattern: &str) -> &mut Self {
+        let result = self.shared_mut().router.register_type::<T>(name, pattern);
+        result.unwrap_or_else(|err| panic!("{err}"));
+        self
+    }
+
+    /// Sets the handler of `OPTIONS *` (RFC 9110 §9.3.7). Without one, the
+    /// app answers it with the methods of all its routes in `Allow`.
+    ///
+    /// ```
+    /// let mut app = celer::App::new();
+    /// app.asterisk(|_req: celer::Request| async { http::StatusCode::NO_CONTENT });
+    /// ```
+    pub fn asterisk<H: Handler<T>, T>(&mut self, handler: H) -> &mut Self {
+        self.shared_mut().asterisk = Some(boxed(handler));
+        self
+    }
+
+    /// Builds the URL of a named route, percent-encoding the values.
+    ///
+    /// Works through scopes and mounts. A missing, unexpected or ill-typed
+    /// parameter is an error, never a wrong URL.
+    ///
+    /// ```
+    /// use celer::Request;
+    /// let mut app = celer::App::new();
+    /// app.get("/users/<int:id>/posts/<slug>", |_req: Request| async { "" }).name("post");
+    /// let url = app.url_for("post", &[("id", &5), ("slug", &"a b/c")]).unwrap();
+    /// assert_eq!(url, "/users/5/posts/a%20b%2Fc");
+    /// assert!(app.url_for("post", &[("id", &5)]).unwrap_err().is_missing_param());
+    /// ```
+    pub fn url_for(&self, name: &str, params: &UrlParams<'_>) -> Result<String, UrlError> {
+        self.shared.url_for(name, params)
+    }
+}
+
+impl Default for App {
+    fn default() -> Self {
+        App::new()
+    }
+}
+
+impl fmt::Debug for App {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("App")
+            .field("routes", &self.shared.routes.len())
+            .field("middleware", &self.shared.middleware.len())
+            .finish_non_exhaustive()
+    }
+}
+
+// ===== impl Shared =====
+
+impl Shared {
+    fn push_route(&mut self, route: Route) -> usize {
+        let id = self.routes.len();
+        self.router.insert_rule(&route.rule, id);
+        self.routes.push(route);
+        id
+    }
+
+    fn set_name(&mut self, id: usize, name: &str) {
+        if let Some(old) = self.names.insert(name.into(), id) {
+            if old != id {
+                panic!("route name {name:?} is already taken");
+            }
+        }
+        self.routes[id].name = Some(name.into());
+    }
+
+    /// Puts `wrappers` in front of the chains of routes `first..`.
+    fn wrap_routes(&mut self, first: usize, wrappers: &[BoxHandler]) {
+        if wrappers.is_empty() {
+            return;
+        }
+        for route in &mut self.routes[first..] {
+            route.chain.splice(0..0, wrappers.iter().cloned());
+            route.handler_idx += wrappers.len();
+        }
+    }
+
+    pub(crate) fn url_for(&self, name: &str, params: &UrlParams<'_>) -> Result<String, UrlError> {
+        let id = self
+            .names
+            .get(name)
+            .ok_or_else(|| UrlError::new_unknown_route(name))?;
+        self.routes[*id].rule.url(params)
+    }
+}

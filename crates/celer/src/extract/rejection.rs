@@ -1,0 +1,235 @@
+//! Rejections: the typed failures of extractors, each with a fixed status
+//! and a short body.
+//!
+//! Each failure is its own type, named for what went wrong; the enum grouping
+//! one extractor's failures is named `FooRejection`. Rejections are logged at
+//! TRACE with the target `celer::rejection`.
+
+use std::fmt;
+
+use http::StatusCode;
+
+use crate::BoxError;
+use crate::response::{IntoResponse, Response};
+
+macro_rules! define_rejection {
+    ($(#[$meta:meta])* $name:ident, $status:ident, $body:literal) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        pub struct $name {
+            source: Option<BoxError>,
+        }
+
+        impl $name {
+            #[allow(dead_code)]
+            pub(crate) fn new() -> Self {
+                $name { source: None }
+            }
+
+            #[allow(dead_code)]
+            pub(crate) fn with_source(source: impl Into<BoxError>) -> Self {
+                $name { source: Some(source.into()) }
+            }
+
+            /// The status this rejection is answered with.
+            pub fn status(&self) -> StatusCode {
+                StatusCode::$status
+            }
+
+            /// The body this rejection is answered with.
+            pub fn body_text(&self) -> &'static str {
+                $body
+            }
+        }
+
+        impl fmt::Display for $name {
+            /// The wording is not part of the API.
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match &self.source {
+                    Some(source) => write!(f, "{}: {source}", $body),
+                    None => f.write_str($body),
+                }
+            }
+        }
+
+        impl std::error::Error for $name {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.source.as_deref().map(|s| s as _)
+            }
+        }
+
+        impl IntoResponse for $name {
+            fn into_response(self) -> Response {
+                tracing::trace!(target: "celer::rejection", status = %self.status(), rejection = %self);
+                (self.status(), $body).into_response()
+            }
+        }
+    };
+}
+
+macro_rules! composite_rejection {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        #[non_exhaustive]
+        pub enum $name {
+            $(
+                #[allow(missing_docs)]
+                $variant($variant),
+            )+
+        }
+
+        impl $name {
+            /// The status this rejection is answered with.
+            pub fn status(&self) -> StatusCode {
+                match self {
+                    $($name::$variant(inner) => inner.status(),)+
+                }
+            }
+        }
+
+        $(
+            impl From<$variant> for $name {
+                fn from(inner: $variant) -> Self {
+                    $name::$variant(inner)
+                }
+            }
+        )+
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $($name::$variant(inner) => fmt::Display::fmt(inner, f),)+
+                }
+            }
+        }
+
+        impl std::error::Error for $name {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                match self {
+                    $($name::$variant(inner) => Some(inner),)+
+                }
+            }
+        }
+
+        impl IntoResponse for $name {
+            fn into_response(self) -> Response {
+                match self {
+                    $($name::$variant(inner) => inner.into_response(),)+
+                }
+            }
+        }
+    };
+}
+
+macro_rules! widen_bytes_rejection {
+    ($name:ident) => {
+        impl From<BytesRejection> for $name {
+            fn from(inner: BytesRejection) -> Self {
+                match inner {
+                    BytesRejection::BodyTooLarge(r) => $name::BodyTooLarge(r),
+                    BytesRejection::BodyReadFailed(r) => $name::BodyReadFailed(r),
+                    BytesRejection::BodyAlreadyTaken(r) => $name::BodyAlreadyTaken(r),
+                }
+            }
+        }
+    };
+}
+
+define_rejection!(
+    /// The body is larger than the route's body limit (413, RFC 9110 §15.5.14).
+    BodyTooLarge, PAYLOAD_TOO_LARGE, "payload too large"
+);
+define_rejection!(
+    /// The body could not be read (the connection failed or was malformed).
+    BodyReadFailed, BAD_REQUEST, "failed to read the request body"
+);
+define_rejection!(
+    /// The body was already taken by an earlier extractor: a server bug (500).
+    BodyAlreadyTaken, INTERNAL_SERVER_ERROR, "internal server error"
+);
+define_rejection!(
+    /// The body is not valid UTF-8.
+    InvalidUtf8, BAD_REQUEST, "request body is not valid utf-8"
+);
+define_rejection!(
+    /// A JSON body was expected but `Content-Type` is not JSON (415).
+    MissingJsonContentType, UNSUPPORTED_MEDIA_TYPE, "expected content-type: application/json"
+);
+define_rejection!(
+    /// The body is not syntactically valid JSON.
+    JsonSyntaxError, BAD_REQUEST, "malformed json"
+);
+define_rejection!(
+    /// The JSON is valid but does not have the expected shape (422).
+    JsonDataError, UNPROCESSABLE_ENTITY, "json does not match the expected shape"
+);
+define_rejection!(
+    /// A form body was expected but `Content-Type` is not a urlencoded form.
+    MissingFormContentType, UNSUPPORTED_MEDIA_TYPE,
+    "expected content-type: application/x-www-form-urlencoded"
+);
+define_rejection!(
+    /// The form does not have the expected shape (422).
+    FormDataError, UNPROCESSABLE_ENTITY, "form does not match the expected shape"
+);
+define_rejection!(
+    /// The query string does not have the expected shape.
+    QueryDataError, BAD_REQUEST, "invalid query string"
+);
+define_rejection!(
+    /// The handler asked for a parameter its rule does not have: a server
+    /// bug (500).
+    MissingParam, INTERNAL_SERVER_ERROR, "internal server error"
+);
+define_rejection!(
+    /// A path parameter could not be converted to the requested type.
+    InvalidParam, BAD_REQUEST, "invalid path parameter"
+);
+define_rejection!(
+    /// The handler asked for shared state that was never installed: a server
+    /// bug (500).
+    MissingState, INTERNAL_SERVER_ERROR, "internal server error"
+);
+
+composite_rejection!(
+    /// Failures of [`Request::bytes`](crate::Request::bytes).
+    BytesRejection { BodyTooLarge, BodyReadFailed, BodyAlreadyTaken }
+);
+composite_rejection!(
+    /// Failures of [`Request::text`](crate::Request::text).
+    TextRejection { BodyTooLarge, BodyReadFailed, BodyAlreadyTaken, InvalidUtf8 }
+);
+composite_rejection!(
+    /// Failures of [`Request::json`](crate::Request::json).
+    JsonRejection {
+        BodyTooLarge,
+        BodyReadFailed,
+        BodyAlreadyTaken,
+        MissingJsonContentType,
+        JsonSyntaxError,
+        JsonDataError,
+    }
+);
+composite_rejection!(
+    /// Failures of [`Request::form`](crate::Request::form).
+    FormRejection {
+        BodyTooLarge,
+        BodyReadFailed,
+        BodyAlreadyTaken,
+        MissingFormContentType,
+        FormDataError,
+    }
+);
+composite_rejection!(
+    /// Failures of [`Request::query`](crate::Request::query).
+    QueryRejection { QueryDataError }
+);
+composite_rejection!(
+    /// Failures of [`Request::param`](crate::Request::param).
+    ParamRejection { MissingParam, InvalidParam }
+);
+
+widen_bytes_rejection!(TextRejection);
+widen_bytes_rejection!(JsonRejection);
+widen_bytes_rejection!(FormRejection);

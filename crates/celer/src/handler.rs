@@ -1,0 +1,177 @@
+//! Handlers, middleware and the `next` continuation.
+//!
+//! A handler is an async function of a [`Request`] (and optionally a
+//! [`Next`]) returning anything that implements
+//! [`IntoResponse`](crate::response::IntoResponse). Middleware has the same
+//! shape, `(req, next) -> response`: it may answer by itself or call
+//! [`Next::run`] and work on the response.
+//!
+//! `next` continues with what comes after the current step:
+//!
+//! - in app-level middleware: the next app-level middleware, then routing;
+//! - in a route's chain (scope middleware, route middleware, the handler and
+//!   its `.then(...)` handlers): the next step of the chain;
+//! - after the last step of a chain: the next route whose rule and method
+//!   match (Express and Valum's `next`), or `404 Not Found` if there is none.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures_util::future::BoxFuture;
+
+use crate::Request;
+use crate::response::{IntoResponse, Response};
+
+/// A type-erased handler or middleware.
+pub(crate) type BoxHandler =
+    Arc<dyn Fn(Request, Next) -> BoxFuture<'static, Response> + Send + Sync>;
+
+/// An async function usable as a handler or middleware.
+///
+/// Implemented for `Fn(Request) -> impl Future` and
+/// `Fn(Request, Next) -> impl Future` whose output implements
+/// [`IntoResponse`]. The type parameter only tells the two shapes apart.
+///
+/// ```
+/// use celer::{Next, Request};
+///
+/// async fn plain(_req: Request) -> &'static str { "hi" }
+/// async fn with_next(req: Request, next: Next) -> celer::Response {
+///     next.run(req).await
+/// }
+///
+/// let mut app = celer::App::new();
+/// app.get("/", plain);
+/// app.get("/", with_next);
+/// ```
+pub trait Handler<T>: Send + Sync + 'static {
+    /// Calls the handler.
+    fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response>;
+}
+
+impl<F, Fut> Handler<(Request,)> for F
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: IntoResponse,
+{
+    fn call(&self, req: Request, _next: Next) -> BoxFuture<'static, Response> {
+        let fut = self(req);
+        Box::pin(async move { fut.await.into_response() })
+    }
+}
+
+impl<F, Fut> Handler<(Request, Next)> for F
+where
+    F: Fn(Request, Next) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: IntoResponse,
+{
+    fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response> {
+        let fut = self(req, next);
+        Box::pin(async move { fut.await.into_response() })
+    }
+}
+
+pub(crate) fn boxed<H: Handler<T>, T>(handler: H) -> BoxHandler {
+    Arc::new(move |req, next| handler.call(req, next))
+}
+
+/// The continuation given to middleware and handlers: what runs next.
+///
+/// ```
+/// use celer::{Next, Request, Response};
+///
+/// // Answers only even ids; passes odd ones to the next matching route.
+/// async fn even(req: Request, next: Next) -> Response {
+///     match req.param::<i64>("id") {
+///         Ok(id) if id % 2 == 0 => celer::response::text("even"),
+///         _ => next.run(req).await,
+///     }
+/// }
+///
+/// let mut app = celer::App::new();
+/// app.get("/n/<int:id>", even);
+/// app.get("/n/<int:id>", |_req: Request| async { "odd" });
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Next {
+    pos: Pos,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Pos {
+    /// Before the app-level middleware at this index; routing after the last.
+    App(usize),
+    /// Before step `step` of route `route`, the `nth` match of the request.
+    Route {
+        route: usize,
+        step: usize,
+        nth: usize,
+    },
+    /// Nothing left: `404 Not Found`.
+    End,
+}
+
+impl Next {
+    pub(crate) fn new(pos: Pos) -> Self {
+        Next { pos }
+    }
+
+    /// Runs the rest of the chain with `req`.
+    pub fn run(self, req: Request) -> NextFuture {
+        let shared = req.shared().clone();
+        match self.pos {
+            Pos::App(idx) => shared.run_app(idx, req),
+            Pos::Route { route, step, nth } => shared.run_route(route, step, nth, req),
+            Pos::End => NextFuture::ready(crate::response::status(http::StatusCode::NOT_FOUND)),
+        }
+    }
+}
+
+/// The future returned by [`Next::run`].
+#[must_use = "futures do nothing unless polled"]
+pub struct NextFuture {
+    kind: FutureKind,
+}
+
+enum FutureKind {
+    Ready(Option<Response>),
+    Boxed(BoxFuture<'static, Response>),
+}
+
+impl NextFuture {
+    pub(crate) fn ready(res: Response) -> Self {
+        NextFuture {
+            kind: FutureKind::Ready(Some(res)),
+        }
+    }
+
+    pub(crate) fn boxed(fut: BoxFuture<'static, Response>) -> Self {
+        NextFuture {
+            kind: FutureKind::Boxed(fut),
+        }
+    }
+}
+
+impl Future for NextFuture {
+    type Output = Response;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        match &mut self.get_mut().kind {
+            FutureKind::Ready(res) => match res.take() {
+                Some(res) => Poll::Ready(res),
+                None => Poll::Pending,
+            },
+            FutureKind::Boxed(fut) => fut.as_mut().poll(cx),
+        }
+    }
+}
+
+impl std::fmt::Debug for NextFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NextFuture").finish_non_exhaustive()
+    }
+}

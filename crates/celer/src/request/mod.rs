@@ -1,0 +1,439 @@
+//! The request type handed to handlers and middleware.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Extensions, HeaderMap, Method, Uri, Version, header};
+use serde::de::DeserializeOwned;
+
+use crate::Body;
+use crate::app::Shared;
+use crate::extract::rejection::{
+    BodyAlreadyTaken, BytesRejection, FormDataError, FormRejection, InvalidParam, InvalidUtf8,
+    JsonDataError, JsonRejection, JsonSyntaxError, MissingFormContentType, MissingJsonContentType,
+    MissingParam, ParamRejection, QueryDataError, QueryRejection, TextRejection,
+};
+use crate::extract::{FromRequest, read_limited};
+use crate::router::{RawParams, UrlError, UrlParams, decode};
+
+/// An HTTP request as seen by a handler: the `http` request plus the route's
+/// parameters, the body limit and access to the app's shared state.
+///
+/// ```
+/// use celer::Request;
+///
+/// async fn show(req: Request) -> String {
+///     let id: i64 = req.param("id").unwrap_or(0);
+///     format!("{} {} -> {id}", req.method(), req.path())
+/// }
+/// # let _ = show;
+/// ```
+pub struct Request {
+    inner: http::Request<Body>,
+    /// The app that routes this request; gives state and `url_for`.
+    shared: Arc<Shared>,
+    /// The parameters of the matched route, resolved against the path as it
+    /// was when the route matched.
+    params: PathParams,
+    /// The limit for body extractors, set from the matched route.
+    body_limit: usize,
+    body_taken: bool,
+}
+
+#[derive(Clone)]
+struct PathParams {
+    names: Option<Arc<[Box<str>]>>,
+    raw: RawParams,
+}
+
+/// The client's address, when the transport knows it.
+///
+/// A server inserts it into the request extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteAddr(pub SocketAddr);
+
+/// The address the request was received on, when the transport knows it.
+///
+/// A server inserts it into the request extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalAddr(pub SocketAddr);
+
+// ===== impl Request =====
+
+impl Request {
+    pub(crate) fn new(inner: http::Request<Body>, shared: Arc<Shared>) -> Self {
+        let body_limit = shared.body_limit;
+        Request {
+            inner,
+            shared,
+            params: PathParams {
+                names: None,
+                raw: RawParams::EMPTY,
+            },
+            body_limit,
+            body_taken: false,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    pub(crate) fn set_route(&mut self, names: &Arc<[Box<str>]>, raw: RawParams, limit: usize) {
+        self.params = PathParams {
+            names: (raw.len() > 0).then(|| names.clone()),
+            raw,
+        };
+        self.body_limit = limit;
+    }
+
+    /// The request method.
+    pub fn method(&self) -> &Method {
+        self.inner.method()
+    }
+
+    /// The request target.
+    pub fn uri(&self) -> &Uri {
+        self.inner.uri()
+    }
+
+    /// Mutable access to the request target, e.g. to rewrite it in an
+    /// app-level middleware before routing.
+    pub fn uri_mut(&mut self) -> &mut Uri {
+        self.inner.uri_mut()
+    }
+
+    /// The path of the request target, still percent-encoded.
+    pub fn path(&self) -> &str {
+        self.inner.uri().path()
+    }
+
+    /// The HTTP version.
+    pub fn version(&self) -> Version {
+        self.inner.version()
+    }
+
+    /// The request headers.
+    pub fn headers(&self) -> &HeaderMap {
+        self.inner.headers()
+    }
+
+    /// Mutable access to the request headers.
+    pub fn headers_mut(&mut self) -> &mut HeaderMap {
+        self.inner.headers_mut()
+    }
+
+    /// Request-scoped values, shared by middleware and handlers.
+    ///
+    /// ```
+    /// # let mut req = celer::Request::builder().uri("/").body(()).unwrap();
+    /// req.extensions_mut().insert(42u32);
+    /// assert_eq!(req.extensions().get::<u32>(), Some(&42));
+    /// ```
+    pub fn extensions(&self) -> &Extensions {
+        self.inner.extensions()
+    }
+
+    /// Mutable access to the request-scoped values.
+    pub fn extensions_mut(&mut self) -> &mut Extensions {
+        self.inner.extensions_mut()
+    }
+
+    /// The client's address, if the server provided it.
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.extensions().get::<RemoteAddr>().map(|addr| addr.0)
+    }
+
+    /// The local address the request came in on, if the server provided it.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.extensions().get::<LocalAddr>().map(|addr| addr.0)
+    }
+
+    /// Shared application state installed with [`App::state`](crate::App::state).
+    ///
+    /// ```
+    /// # let mut app = celer::App::new();
+    /// app.state(String::from("db"));
+    /// # let req = celer::Request::builder().uri("/").app(&app).body(()).unwrap();
+    /// assert_eq!(req.state::<String>().map(String::as_str), Some("db"));
+    /// ```
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.shared.state.get::<T>()
+    }
+
+    /// The raw query string, if any.
+    pub fn query_str(&self) -> Option<&str> {
+        self.inner.uri().query()
+    }
+
+    /// Deserializes the query string (parsed only when asked for).
+    ///
+    /// ```
+    /// #[derive(serde::Deserialize)]
+    /// struct Page { n: u32 }
+    /// let req = celer::Request::builder().uri("/list?n=3").body(()).unwrap();
+    /// assert_eq!(req.query::<Page>().unwrap().n, 3);
+    /// ```
+    pub fn query<T: DeserializeOwned>(&self) -> Result<T, QueryRejection> {
+        serde_urlencoded::from_str(self.query_str().unwrap_or(""))
+            .map_err(|err| QueryDataError::with_source(err).into())
+    }
+
+    /// One decoded query parameter, without deserializing the others.
+    ///
+    /// ```
+    /// let req = celer::Request::builder().uri("/s?q=a%20b&x=1").body(()).unwrap();
+    /// assert_eq!(req.query_param("q").as_deref(), Some("a b"));
+    /// ```
+    pub fn query_param(&self, name: &str) -> Option<Cow<'_, str>> {
+        form_pairs(self.query_str()?)
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value)
+    }
+
+    /// The value of a cookie, from the `Cookie` headers (RFC 6265 §5.4).
+    ///
+    /// ```
+    /// let req = celer::Request::builder()
+    ///     .uri("/")
+    ///     .header("cookie", "a=1; session=xyz")
+    ///     .body(())
+    ///     .unwrap();
+    /// assert_eq!(req.cookie("session"), Some("xyz"));
+    /// ```
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        self.headers()
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.trim_matches('"'))
+    }
+
+    /// A path parameter, converted with `FromStr` from its decoded value.
+    ///
+    /// An unknown name is a server bug (500); a value that does not convert
+    /// is a client error (400).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use tower::ServiceExt;
+    /// let mut app = celer::App::new();
+    /// app.get("/users/<int:id>", |req: celer::Request| async move {
+    ///     let id: i64 = req.param("id")?;
+    ///     Ok::<_, celer::extract::rejection::ParamRejection>(format!("user {id}"))
+    /// });
+    /// let req = http::Request::get("/users/7").body(celer::Body::empty()).unwrap();
+    /// let res = app.oneshot(req).await.unwrap();
+    /// assert_eq!(res.status(), 200);
+    /// # });
+    /// ```
+    pub fn param<T: FromStr>(&self, name: &str) -> Result<T, ParamRejection> {
+        let value = self.param_str(name).ok_or_else(MissingParam::new)?;
+        value.parse().map_err(|_| InvalidParam::new().into())
+    }
+
+    /// A path parameter as a decoded string.
+    pub fn param_str(&self, name: &str) -> Option<Cow<'_, str>> {
+        let names = self.params.names.as_ref()?;
+        let idx = names.iter().position(|n| &**n == name)?;
+        self.raw_param(idx).map(decode)
+    }
+
+    /// The path parameters as `(name, decoded value)` pairs, in rule order.
+    pub fn params(&self) -> impl Iterator<Item = (&str, Cow<'_, str>)> + '_ {
+        let names = self.params.names.as_deref().unwrap_or(&[]);
+        names
+            .iter()
+            .enumerate()
+            .filter_map(|(idx, name)| Some((&**name, decode(self.raw_param(idx)?))))
+    }
+
+    fn raw_param(&self, idx: usize) -> Option<&str> {
+        let (start, end) = self.params.raw.range(idx)?;
+        self.path().get(start..end)
+    }
+
+    /// Builds the URL of a named route; see [`App::url_for`](crate::App::url_for).
+    pub fn url_for(&self, name: &str, params: &UrlParams<'_>) -> Result<String, UrlError> {
+        self.shared.url_for(name, params)
+    }
+
+    /// The limit, in bytes, that body extractors enforce for this request.
+    pub fn body_limit(&self) -> usize {
+        self.body_limit
+    }
+
+    /// Changes the body limit for this request (e.g. from a middleware).
+    pub fn set_body_limit(&mut self, limit: usize) {
+        self.body_limit = limit;
+    }
+
+    /// Takes the body out as a stream; later body extractors fail.
+    pub fn take_body(&mut self) -> Body {
+        self.body_taken = true;
+        std::mem::take(self.inner.body_mut())
+    }
+
+    /// Reads the whole body, up to the body limit.
+    pub async fn bytes(&mut self) -> Result<Bytes, BytesRejection> {
+        if self.body_taken {
+            return Err(BodyAlreadyTaken::new().into());
+        }
+        let limit = self.body_limit;
+        read_limited(self.take_body(), limit).await
+    }
+
+    /// Reads the whole body as UTF-8 text, up to the body limit.
+    pub async fn text(&mut self) -> Result<String, TextRejection> {
+        let bytes = self.bytes().await?;
+        String::from_utf8(bytes.into()).map_err(|err| InvalidUtf8::with_source(err).into())
+    }
+
+    /// Reads and deserializes a JSON body (`Content-Type: application/json`
+    /// or `*/*+json`), up to the body limit.
+    pub async fn json<T: DeserializeOwned>(&mut self) -> Result<T, JsonRejection> {
+        if !self
+            .has_content_type(|essence| essence == "application/json" || essence.ends_with("+json"))
+        {
+            return Err(MissingJsonContentType::new().into());
+        }
+        let bytes = self.bytes().await?;
+        serde_json::from_slice(&bytes).map_err(|err| {
+            if err.is_data() {
+                JsonDataError::with_source(err).into()
+            } else {
+                JsonSyntaxError::with_source(err).into()
+            }
+        })
+    }
+
+    /// Reads and deserializes a urlencoded form body, up to the body limit.
+    pub async fn form<T: DeserializeOwned>(&mut self) -> Result<T, FormRejection> {
+        if !self.has_content_type(|essence| essence == "application/x-www-form-urlencoded") {
+            return Err(MissingFormContentType::new().into());
+        }
+        let bytes = self.bytes().await?;
+        serde_urlencoded::from_bytes(&bytes).map_err(|err| FormDataError::with_source(err).into())
+    }
+
+    /// Runs an extractor.
+    pub async fn extract<T: FromRequest>(&mut self) -> Result<T, T::Rejection> {
+        T::from_request(self).await
+    }
+
+    fn has_content_type(&self, accept: impl Fn(&str) -> bool) -> bool {
+        let Some(value) = self.headers().get(header::CONTENT_TYPE) else {
+            return false;
+        };
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        let essence = value
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        accept(&essence)
+    }
+
+    /// Gives back the `http` request.
+    pub fn into_http(self) -> http::Request<Body> {
+        self.inner
+    }
+
+    /// A builder for requests outside a server, e.g. in tests and docs.
+    ///
+    /// ```
+    /// let req = celer::Request::builder().method("POST").uri("/x").body("hi").unwrap();
+    /// assert_eq!(req.method(), "POST");
+    /// ```
+    pub fn builder() -> RequestBuilder {
+        RequestBuilder {
+            inner: http::Request::builder(),
+            shared: None,
+        }
+    }
+}
+
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("method", self.method())
+            .field("uri", self.uri())
+            .field("params", &self.params().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+fn form_pairs(query: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode_form(key), decode_form(value))
+        })
+}
+
+fn decode_form(raw: &str) -> Cow<'_, str> {
+    if raw.contains('+') {
+        Cow::Owned(decode(&raw.replace('+', " ")).into_owned())
+    } else {
+        decode(raw)
+    }
+}
+
+/// Builds a [`Request`] outside a server (tests, docs).
+pub struct RequestBuilder {
+    inner: http::request::Builder,
+    shared: Option<Arc<Shared>>,
+}
+
+impl fmt::Debug for RequestBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestBuilder").finish_non_exhaustive()
+    }
+}
+
+impl RequestBuilder {
+    /// Sets the method.
+    pub fn method(mut self, method: &str) -> Self {
+        self.inner = self.inner.method(method);
+        self
+    }
+
+    /// Sets the target.
+    pub fn uri(mut self, uri: &str) -> Self {
+        self.inner = self.inner.uri(uri);
+        self
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.inner = self.inner.header(name, value);
+        self
+    }
+
+    /// Uses the state and named routes of `app`.
+    pub fn app(mut self, app: &crate::App) -> Self {
+        self.shared = Some(app.shared().clone());
+        self
+    }
+
+    /// Finishes the request with a body.
+    pub fn body(self, body: impl Into<Body>) -> Result<Request, http::Error> {
+        let inner = self.inner.body(body.into())?;
+        let shared = self
+            .shared
+            .unwrap_or_else(|| crate::App::new().shared().clone());
+        Ok(Request::new(inner, shared))
+    }
+}

@@ -1,0 +1,247 @@
+//! Responses: the [`IntoResponse`] trait and helpers for text, HTML, JSON,
+//! redirects and bare statuses.
+//!
+//! A handler returns anything that implements [`IntoResponse`]: a string, a
+//! status, a `(StatusCode, body)` pair, [`Json`], [`Html`], [`Redirect`], a
+//! full [`Response`] built with `http::Response::builder()`, or a
+//! `Result` of those. Streaming bodies are built with
+//! [`Body::from_stream`](crate::Body::from_stream).
+
+mod redirect;
+
+use std::borrow::Cow;
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::StatusCode;
+use http::header::{self, HeaderMap, HeaderValue};
+use serde::Serialize;
+
+use crate::{Body, BoxError};
+
+pub use self::redirect::Redirect;
+
+/// The response type of handlers and of [`App`](crate::App).
+pub type Response<B = Body> = http::Response<B>;
+
+/// Converts a value into a [`Response`].
+///
+/// ```
+/// use celer::response::IntoResponse;
+/// use http::StatusCode;
+///
+/// let res = (StatusCode::CREATED, "made").into_response();
+/// assert_eq!(res.status(), StatusCode::CREATED);
+/// assert_eq!(res.headers()["content-type"], "text/plain; charset=utf-8");
+/// ```
+pub trait IntoResponse {
+    /// Performs the conversion.
+    fn into_response(self) -> Response;
+}
+
+const TEXT: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
+const HTML: HeaderValue = HeaderValue::from_static("text/html; charset=utf-8");
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const OCTETS: HeaderValue = HeaderValue::from_static("application/octet-stream");
+
+fn with_type(body: Body, content_type: HeaderValue) -> Response {
+    let mut res = Response::new(body);
+    res.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    res
+}
+
+/// A `text/plain; charset=utf-8` response.
+///
+/// ```
+/// let res = celer::response::text("hi");
+/// assert_eq!(res.headers()["content-type"], "text/plain; charset=utf-8");
+/// ```
+pub fn text(body: impl Into<Body>) -> Response {
+    with_type(body.into(), TEXT)
+}
+
+/// A `text/html; charset=utf-8` response.
+///
+/// ```
+/// let res = celer::response::html("<p>hi</p>");
+/// assert_eq!(res.headers()["content-type"], "text/html; charset=utf-8");
+/// ```
+pub fn html(body: impl Into<Body>) -> Response {
+    with_type(body.into(), HTML)
+}
+
+/// An `application/json` response; a value that fails to serialize gives a
+/// 500 (the detail is logged).
+///
+/// ```
+/// let res = celer::response::json(&serde_json::json!({"ok": true}));
+/// assert_eq!(res.headers()["content-type"], "application/json");
+/// ```
+pub fn json<T: Serialize + ?Sized>(value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => with_type(bytes.into(), JSON),
+        Err(err) => crate::Error::from(err).into_response(),
+    }
+}
+
+/// A response with an empty body and the given status.
+///
+/// ```
+/// let res = celer::response::status(http::StatusCode::NO_CONTENT);
+/// assert_eq!(res.status(), 204);
+/// ```
+pub fn status(status: StatusCode) -> Response {
+    let mut res = Response::new(Body::empty());
+    *res.status_mut() = status;
+    res
+}
+
+/// A JSON body: an extractor for requests and a response.
+///
+/// ```
+/// use celer::response::{IntoResponse, Json};
+/// let res = Json(vec![1, 2]).into_response();
+/// assert_eq!(res.headers()["content-type"], "application/json");
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+impl<T: Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        json(&self.0)
+    }
+}
+
+/// An HTML body.
+///
+/// ```
+/// use celer::response::{Html, IntoResponse};
+/// let res = Html("<h1>hi</h1>").into_response();
+/// assert_eq!(res.headers()["content-type"], "text/html; charset=utf-8");
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Html<T>(pub T);
+
+impl<T: Into<Body>> IntoResponse for Html<T> {
+    fn into_response(self) -> Response {
+        html(self.0)
+    }
+}
+
+// ===== impl IntoResponse =====
+
+impl<B> IntoResponse for http::Response<B>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    fn into_response(self) -> Response {
+        self.map(Body::new)
+    }
+}
+
+impl IntoResponse for Body {
+    fn into_response(self) -> Response {
+        Response::new(self)
+    }
+}
+
+impl IntoResponse for &'static str {
+    fn into_response(self) -> Response {
+        text(self)
+    }
+}
+
+impl IntoResponse for String {
+    fn into_response(self) -> Response {
+        text(self)
+    }
+}
+
+impl IntoResponse for Cow<'static, str> {
+    fn into_response(self) -> Response {
+        match self {
+            Cow::Borrowed(s) => text(s),
+            Cow::Owned(s) => text(s),
+        }
+    }
+}
+
+impl IntoResponse for &'static [u8] {
+    fn into_response(self) -> Response {
+        with_type(self.into(), OCTETS)
+    }
+}
+
+impl IntoResponse for Vec<u8> {
+    fn into_response(self) -> Response {
+        with_type(self.into(), OCTETS)
+    }
+}
+
+impl IntoResponse for Bytes {
+    fn into_response(self) -> Response {
+        with_type(self.into(), OCTETS)
+    }
+}
+
+impl IntoResponse for StatusCode {
+    fn into_response(self) -> Response {
+        status(self)
+    }
+}
+
+impl IntoResponse for () {
+    fn into_response(self) -> Response {
+        Response::new(Body::empty())
+    }
+}
+
+impl IntoResponse for Infallible {
+    fn into_response(self) -> Response {
+        match self {}
+    }
+}
+
+impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
+    fn into_response(self) -> Response {
+        match self {
+            Ok(ok) => ok.into_response(),
+            Err(err) => err.into_response(),
+        }
+    }
+}
+
+impl<T: IntoResponse> IntoResponse for (StatusCode, T) {
+    fn into_response(self) -> Response {
+        let mut res = self.1.into_response();
+        *res.status_mut() = self.0;
+        res
+    }
+}
+
+impl<T: IntoResponse> IntoResponse for (HeaderMap, T) {
+    fn into_response(self) -> Response {
+        let mut res = self.1.into_response();
+        res.headers_mut().extend(self.0);
+        res
+    }
+}
+
+impl<T: IntoResponse> IntoResponse for (StatusCode, HeaderMap, T) {
+    fn into_response(self) -> Response {
+        let mut res = (self.1, self.2).into_response();
+        *res.status_mut() = self.0;
+        res
+    }
+}
+
+impl<T: IntoResponse, const N: usize> IntoResponse for ([(header::HeaderName, HeaderValue); N], T) {
+    fn into_response(self) -> Response {
+        let mut res = self.1.into_response();
+        for (name, value) in self.0 {
+            res.headers_mut().insert(name, value);
+        }
+        res
+    }
+}
