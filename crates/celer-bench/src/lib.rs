@@ -1,1 +1,200 @@
-//! celer-bench: see ARCHITECTURE.md.
+//! celer-bench: the load generator behind `celer bench`.
+//!
+//! # Overview
+//!
+//! `BenchArgs` is the command line; `run` validates it into a `Plan`, checks
+//! the target answers a connect, then runs one of three modes and prints a
+//! report:
+//!
+//! - **load** (default): closed loop like wrk (`-c`, `-t`, `-d` or `-n`,
+//!   `--warmup`, `--pipeline`), or open loop like wrk2 with `--rate`, where
+//!   latency counts from the intended send time so a stalled server cannot
+//!   hide behind the client's backlog (coordinated omission);
+//! - **sweep** (`--sweep 10,25,...`): one load run per concurrency level;
+//! - **hang** (`--hang N`): N idle keep-alive connections, with the server's
+//!   RSS sampled around them when `--pid` is given.
+//!
+//! # Code map
+//!
+//! - `plan`: validated arguments; `target` (URLs and weights), `encode`
+//!   (requests are serialised once), `tls` (rustls client).
+//! - `worker`: one thread per `-t`, each a current-thread tokio runtime that
+//!   owns its connections and a thread-local `Stats`; merged at the end.
+//! - `conn`: the hot loop: write pre-encoded bytes, read into a reusable
+//!   buffer, parse in place with `parse`, record. No allocation per request.
+//! - `parse`: strict, sans-IO HTTP/1.1 response head and body framing
+//!   (Content-Length, chunked, close-delimited).
+//! - `stats`: HDR histograms (ns), status and error counts, per-second timeline.
+//! - `procfs`: server CPU time and RSS from /proc for `--pid`.
+//! - `hang`: the hanging-connection mode.
+//! - `report`: one data model rendered as a terminal table, Markdown, JSON
+//!   and a self-contained HTML page with hand-drawn SVG charts.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use clap::Parser;
+//!
+//! #[derive(Parser)]
+//! struct Cli {
+//!     #[command(flatten)]
+//!     bench: celer_bench::BenchArgs,
+//! }
+//!
+//! let cli = Cli::parse_from(["bench", "-c", "50", "-d", "5s", "http://127.0.0.1:8080/"]);
+//! let code = celer_bench::run(cli.bench)?;
+//! # Ok::<_, celer_bench::Error>(())
+//! ```
+
+mod args;
+mod conn;
+mod encode;
+mod error;
+mod hang;
+mod parse;
+mod plan;
+mod procfs;
+mod report;
+mod stats;
+mod target;
+mod tls;
+mod worker;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub use crate::args::BenchArgs;
+pub use crate::error::Error;
+
+use crate::plan::Plan;
+use crate::procfs::Processes;
+use crate::report::{Output, RunReport, ServerCpu, Settings, SweepLevel};
+
+/// Pause between sweep levels so the server can drop the previous connections.
+const SWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Runs `celer bench` with these arguments and prints the report.
+///
+/// Returns the process exit code to use. Bad arguments and an unreachable
+/// target are errors whose `Display` is one line.
+pub fn run(args: BenchArgs) -> Result<ExitCode, Error> {
+    let plan = Arc::new(Plan::from_args(&args)?);
+    let processes = Processes::new(&args.pids, args.pid_tree)?;
+    preflight(&plan)?;
+    let show_progress = !args.quiet;
+    let mut output = Output {
+        mode: "load",
+        settings: Settings::new(&plan),
+        run: None,
+        sweep: None,
+        hang: None,
+    };
+    if let Some(n) = args.hang {
+        output.mode = "hang";
+        output.settings.connections = n;
+        let idle = plan.duration.unwrap_or(std::time::Duration::from_secs(10));
+        output.hang = Some(hang::run_hang(&plan, n, idle, &processes)?);
+    } else if !args.sweep.is_empty() {
+        output.mode = "sweep";
+        let mut levels = Vec::with_capacity(args.sweep.len());
+        for (idx, &connections) in args.sweep.iter().enumerate() {
+            if idx > 0 {
+                std::thread::sleep(SWEEP_PAUSE);
+            }
+            let level_plan = Arc::new(plan.with_connections(connections, args.threads));
+            let run = load(&level_plan, &processes, show_progress)?;
+            levels.push(SweepLevel::new(connections, &run));
+        }
+        output.sweep = Some(levels);
+    } else {
+        output.run = Some(load(&plan, &processes, show_progress)?);
+    }
+    emit(&args, &output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One load run with server CPU accounting.
+fn load(plan: &Arc<Plan>, processes: &Processes, show_progress: bool) -> Result<RunReport, Error> {
+    // Server CPU is sampled from the end of the warm-up to the end of the run.
+    let sampler = (!processes.is_empty()).then(|| {
+        let processes = processes.clone();
+        let warmup = plan.warmup;
+        std::thread::spawn(move || {
+            std::thread::sleep(warmup);
+            processes.start_cpu()
+        })
+    });
+    let result = worker::run_load(plan, show_progress)?;
+    let server = sampler.and_then(|handle| handle.join().ok()).map(|start| {
+        let cpu = processes.cpu_since(&start);
+        ServerCpu::new(processes.roots(), cpu, result.stats.responses)
+    });
+    Ok(report::run_report(&result, server))
+}
+
+/// Connects once (and handshakes) so that an unreachable target is one clear error.
+fn preflight(plan: &Plan) -> Result<(), Error> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the runtime", e))?;
+    let target = format!("{}:{}", plan.origin.host, plan.origin.port);
+    runtime.block_on(async {
+        let connect = tokio::net::TcpStream::connect(plan.addr);
+        let stream = match tokio::time::timeout(plan.timeout, connect).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Err(Error::connect(format!("cannot connect to {target}"), e)),
+            Err(_) => {
+                return Err(Error::connect(
+                    format!("cannot connect to {target}"),
+                    "timed out",
+                ));
+            }
+        };
+        if let Some(tls) = &plan.tls {
+            let handshake = tls.connector.connect(tls.server_name.clone(), stream);
+            match tokio::time::timeout(plan.timeout, handshake).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    return Err(Error::connect(
+                        format!("TLS handshake with {target} failed"),
+                        e,
+                    ));
+                }
+                Err(_) => {
+                    return Err(Error::connect(
+                        format!("TLS handshake with {target} failed"),
+                        "timed out",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Prints the report in the chosen format and writes the HTML file.
+fn emit(args: &BenchArgs, output: &Output) -> Result<(), Error> {
+    let text = if args.json {
+        report::json(output)? + "\n"
+    } else if args.markdown {
+        report::markdown(output)
+    } else {
+        report::terminal(output)
+    };
+    if let Some(path) = &args.html {
+        report::write_html(path, output)?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // A closed pipe (`| head`) is not a failure of the run.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::io("cannot write the report", e))
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,157 @@
+//! The self-contained HTML report: tables plus inline SVG charts, no scripts,
+//! no fonts, no network.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use super::svg::{Chart, Series, escape, line_chart};
+use super::text::{count, describe, duration_us, markdown};
+use super::{Error, Latency, Output, RunReport, SweepLevel, write_file};
+
+const STYLE: &str = "body{font-family:sans-serif;max-width:780px;margin:2em auto;color:#111}\
+pre{background:#f9fafb;padding:1em;overflow-x:auto}figure{margin:1.5em 0}";
+
+/// Writes the HTML report to `path`.
+pub(crate) fn write_html(path: &Path, output: &Output) -> Result<(), Error> {
+    write_file(path, &render(output))
+}
+
+/// Renders the whole page.
+pub(crate) fn render(output: &Output) -> String {
+    let mut page = String::new();
+    let title = format!("celer bench {}", output.settings.urls.join(", "));
+    let _ = write!(
+        page,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+         <style>{STYLE}</style></head><body><h1>{}</h1><p>{}</p>",
+        escape(&title),
+        escape(&title),
+        escape(&describe(&output.settings))
+    );
+    if let Some(run) = &output.run {
+        page.push_str(&figure(&latency_chart(run)));
+        if run.timeline.len() > 1 {
+            page.push_str(&figure(&timeline_chart(run)));
+        }
+    }
+    if let Some(levels) = output.sweep.as_deref().filter(|l| !l.is_empty()) {
+        page.push_str(&figure(&sweep_rate_chart(levels)));
+        page.push_str(&figure(&sweep_latency_chart(levels)));
+    }
+    // The tables are the Markdown report, shown as preformatted text.
+    let _ = write!(
+        page,
+        "<h2>Figures</h2><pre>{}</pre></body></html>\n",
+        escape(&markdown(output))
+    );
+    page
+}
+
+fn figure(chart: &Chart) -> String {
+    format!("<figure>{}</figure>", line_chart(chart))
+}
+
+/// Maps a percentile to "nines": 90% → 1, 99% → 2, 99.9% → 3.
+fn nines(percentile: f64) -> f64 {
+    -(1.0 - percentile / 100.0).log10()
+}
+
+fn spectrum(name: &str, latency: &Latency) -> Series {
+    Series {
+        name: name.to_string(),
+        points: latency
+            .spectrum
+            .iter()
+            .filter(|[p, _]| *p < 100.0)
+            .map(|[p, us]| (nines(*p), us / 1e3))
+            .collect(),
+    }
+}
+
+fn latency_chart(run: &RunReport) -> Chart {
+    let mut series = vec![spectrum("latency", &run.latency_us)];
+    if let Some(uncorrected) = &run.uncorrected_latency_us {
+        series.push(spectrum("uncorrected (from actual send)", uncorrected));
+    }
+    let labels = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%"];
+    Chart {
+        title: "Latency by percentile".to_string(),
+        x_label: "percentile".to_string(),
+        y_label: "latency (ms)".to_string(),
+        x_ticks: labels
+            .iter()
+            .enumerate()
+            .map(|(idx, l)| (idx as f64, l.to_string()))
+            .collect(),
+        series,
+        y_format: |ms| duration_us(ms * 1e3),
+    }
+}
+
+fn timeline_chart(run: &RunReport) -> Chart {
+    let points: Vec<(f64, f64)> = run
+        .timeline
+        .iter()
+        .map(|p| (p.second as f64 + 1.0, p.responses as f64))
+        .collect();
+    let step = (points.len() / 10).max(1);
+    Chart {
+        title: "Requests per second".to_string(),
+        x_label: "second".to_string(),
+        y_label: "responses".to_string(),
+        x_ticks: points
+            .iter()
+            .step_by(step)
+            .map(|p| (p.0, format!("{}", p.0)))
+            .collect(),
+        series: vec![Series {
+            name: "req/s".to_string(),
+            points,
+        }],
+        y_format: |n| count(n as u64),
+    }
+}
+
+fn sweep_ticks(levels: &[SweepLevel]) -> Vec<(f64, String)> {
+    levels
+        .iter()
+        .enumerate()
+        .map(|(idx, l)| (idx as f64, l.connections.to_string()))
+        .collect()
+}
+
+fn sweep_series(name: &str, levels: &[SweepLevel], value: fn(&SweepLevel) -> f64) -> Series {
+    Series {
+        name: name.to_string(),
+        points: levels
+            .iter()
+            .enumerate()
+            .map(|(idx, l)| (idx as f64, value(l)))
+            .collect(),
+    }
+}
+
+fn sweep_rate_chart(levels: &[SweepLevel]) -> Chart {
+    Chart {
+        title: "Throughput by concurrency".to_string(),
+        x_label: "connections".to_string(),
+        y_label: "req/s".to_string(),
+        x_ticks: sweep_ticks(levels),
+        series: vec![sweep_series("req/s", levels, |l| l.requests_per_sec)],
+        y_format: |n| count(n as u64),
+    }
+}
+
+fn sweep_latency_chart(levels: &[SweepLevel]) -> Chart {
+    Chart {
+        title: "Latency by concurrency".to_string(),
+        x_label: "connections".to_string(),
+        y_label: "latency (ms)".to_string(),
+        x_ticks: sweep_ticks(levels),
+        series: vec![
+            sweep_series("p50", levels, |l| l.p50_us / 1e3),
+            sweep_series("p99", levels, |l| l.p99_us / 1e3),
+        ],
+        y_format: |ms| duration_us(ms * 1e3),
+    }
+}

@@ -1,0 +1,348 @@
+//! Reports: the data model every output format shares, and the formats.
+//!
+//! `Output` is built once from the measurements; `text` renders the terminal
+//! table and Markdown, `html` the self-contained page with `svg` charts, and
+//! JSON is `Output` serialised as is.
+
+mod html;
+mod svg;
+mod text;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::Error;
+use crate::plan::Plan;
+use crate::stats::{ErrorKind, Stats};
+use crate::worker::RunResult;
+
+pub(crate) use html::write_html;
+pub(crate) use text::{markdown, terminal};
+
+/// Percentiles sampled for the latency distribution chart.
+const SPECTRUM: [f64; 16] = [
+    0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.995, 99.999,
+    99.9999, 100.0,
+];
+
+/// Everything one invocation reports; JSON is this, serialised.
+#[derive(Debug, Serialize)]
+pub(crate) struct Output {
+    /// `load`, `sweep` or `hang`.
+    pub(crate) mode: &'static str,
+    /// How the run was configured.
+    pub(crate) settings: Settings,
+    /// A single load run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<RunReport>,
+    /// One row per concurrency level.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) sweep: Option<Vec<SweepLevel>>,
+    /// Hanging-connection results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) hang: Option<HangReport>,
+}
+
+/// The run's configuration, echoed in every report.
+#[derive(Debug, Serialize)]
+pub(crate) struct Settings {
+    pub(crate) urls: Vec<String>,
+    pub(crate) connections: usize,
+    pub(crate) threads: usize,
+    pub(crate) duration_s: Option<f64>,
+    pub(crate) requests: Option<u64>,
+    pub(crate) warmup_s: f64,
+    pub(crate) rate: Option<f64>,
+    pub(crate) keep_alive: bool,
+    pub(crate) pipeline: u32,
+    pub(crate) timeout_s: f64,
+    pub(crate) tls: bool,
+}
+
+impl Settings {
+    pub(crate) fn new(plan: &Plan) -> Settings {
+        Settings {
+            urls: plan.targets.iter().map(|t| t.url.clone()).collect(),
+            connections: plan.connections,
+            threads: plan.threads,
+            duration_s: plan.duration.map(|d| d.as_secs_f64()),
+            requests: plan.total_requests,
+            warmup_s: plan.warmup.as_secs_f64(),
+            rate: plan.rate,
+            keep_alive: plan.keep_alive,
+            pipeline: plan.pipeline,
+            timeout_s: plan.timeout.as_secs_f64(),
+            tls: plan.tls.is_some(),
+        }
+    }
+}
+
+/// One load run.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunReport {
+    /// Measured seconds, from the end of warm-up to the last response.
+    pub(crate) elapsed_s: f64,
+    /// Complete responses (any status).
+    pub(crate) responses: u64,
+    pub(crate) requests_per_sec: f64,
+    /// Bytes read from the server, heads included.
+    pub(crate) bytes: u64,
+    pub(crate) bytes_per_sec: f64,
+    pub(crate) gbit_per_sec: f64,
+    /// Response latency; in open loop from the intended send time.
+    pub(crate) latency_us: Latency,
+    /// Open loop only: latency from the actual send time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) uncorrected_latency_us: Option<Latency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) connect_us: Option<Latency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tls_handshake_us: Option<Latency>,
+    /// Connections opened while measuring.
+    pub(crate) connections_opened: u64,
+    /// Failed requests by kind (only kinds that occurred).
+    pub(crate) errors: BTreeMap<&'static str, u64>,
+    /// All failed requests.
+    pub(crate) error_total: u64,
+    /// Responses by status code.
+    pub(crate) status: BTreeMap<u16, u64>,
+    /// Responses with a 4xx or 5xx status.
+    pub(crate) status_errors: u64,
+    /// Per-second counts.
+    pub(crate) timeline: Vec<TimelinePoint>,
+    /// Server CPU accounting, with `--pid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) server: Option<ServerCpu>,
+}
+
+/// Latency summary in microseconds.
+#[derive(Debug, Serialize)]
+pub(crate) struct Latency {
+    pub(crate) count: u64,
+    pub(crate) min: f64,
+    pub(crate) mean: f64,
+    pub(crate) stdev: f64,
+    pub(crate) p50: f64,
+    pub(crate) p75: f64,
+    pub(crate) p90: f64,
+    pub(crate) p99: f64,
+    pub(crate) p999: f64,
+    pub(crate) max: f64,
+    /// `[percentile, latency]` pairs for the distribution chart.
+    pub(crate) spectrum: Vec<[f64; 2]>,
+}
+
+impl Latency {
+    /// Summarises a histogram of nanoseconds; `None` when it is empty.
+    pub(crate) fn from_ns(hist: &Histogram<u64>) -> Option<Latency> {
+        if hist.is_empty() {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1e3;
+        let at = |q: f64| us(hist.value_at_quantile(q));
+        Some(Latency {
+            count: hist.len(),
+            min: us(hist.min()),
+            mean: hist.mean() / 1e3,
+            stdev: hist.stdev() / 1e3,
+            p50: at(0.5),
+            p75: at(0.75),
+            p90: at(0.9),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: us(hist.max()),
+            spectrum: SPECTRUM.iter().map(|&p| [p, at(p / 100.0)]).collect(),
+        })
+    }
+}
+
+/// Counts for one second.
+#[derive(Debug, Serialize)]
+pub(crate) struct TimelinePoint {
+    pub(crate) second: usize,
+    pub(crate) responses: u64,
+    pub(crate) errors: u64,
+    pub(crate) bytes: u64,
+}
+
+/// The server's CPU time over the measured run.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ServerCpu {
+    pub(crate) pids: Vec<u32>,
+    pub(crate) cpu_seconds: f64,
+    pub(crate) wall_seconds: f64,
+    /// CPU seconds per wall-clock second.
+    pub(crate) cores: f64,
+    /// CPU microseconds per complete response.
+    pub(crate) cpu_us_per_request: Option<f64>,
+}
+
+impl ServerCpu {
+    pub(crate) fn new(pids: &[u32], (cpu, wall): (f64, f64), responses: u64) -> ServerCpu {
+        ServerCpu {
+            pids: pids.to_vec(),
+            cpu_seconds: cpu,
+            wall_seconds: wall,
+            cores: if wall > 0.0 { cpu / wall } else { 0.0 },
+            cpu_us_per_request: (responses > 0).then(|| cpu * 1e6 / responses as f64),
+        }
+    }
+}
+
+/// One concurrency level of a sweep.
+#[derive(Debug, Serialize)]
+pub(crate) struct SweepLevel {
+    pub(crate) connections: usize,
+    pub(crate) responses: u64,
+    pub(crate) errors: u64,
+    /// Failed requests and 4xx/5xx responses over all requests.
+    pub(crate) error_rate: f64,
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
+    pub(crate) requests_per_sec: f64,
+    pub(crate) cpu_us_per_request: Option<f64>,
+}
+
+impl SweepLevel {
+    pub(crate) fn new(connections: usize, run: &RunReport) -> SweepLevel {
+        let failed = run.error_total + run.status_errors;
+        let attempts = run.responses + run.error_total;
+        SweepLevel {
+            connections,
+            responses: run.responses,
+            errors: run.error_total,
+            error_rate: if attempts > 0 {
+                failed as f64 / attempts as f64
+            } else {
+                0.0
+            },
+            p50_us: run.latency_us.p50,
+            p99_us: run.latency_us.p99,
+            requests_per_sec: run.requests_per_sec,
+            cpu_us_per_request: run.server.as_ref().and_then(|s| s.cpu_us_per_request),
+        }
+    }
+}
+
+/// Hanging-connection results.
+#[derive(Debug, Serialize)]
+pub(crate) struct HangReport {
+    /// Connections asked for.
+    pub(crate) connections: usize,
+    /// Connections that opened and answered the first request.
+    pub(crate) established: u64,
+    /// Connections that still answered after the idle time.
+    pub(crate) alive_at_end: u64,
+    /// Seconds the connections were held idle.
+    pub(crate) idle_s: f64,
+    /// Failures by kind, during opening or the final check.
+    pub(crate) errors: BTreeMap<&'static str, u64>,
+    /// Server RSS before opening, while idle and after closing, with `--pid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) rss_before: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) rss_during: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) rss_after: Option<u64>,
+    /// (RSS during − RSS before) / established connections.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) bytes_per_idle_connection: Option<f64>,
+}
+
+/// Builds the report of one load run.
+pub(crate) fn run_report(result: &RunResult, server: Option<ServerCpu>) -> RunReport {
+    let stats = &result.stats;
+    let elapsed = result.elapsed.as_secs_f64();
+    let per_sec = |n: u64| {
+        if elapsed > 0.0 {
+            n as f64 / elapsed
+        } else {
+            0.0
+        }
+    };
+    let open_loop_latency = Latency::from_ns(&stats.service);
+    RunReport {
+        elapsed_s: elapsed,
+        responses: stats.responses,
+        requests_per_sec: per_sec(stats.responses),
+        bytes: stats.bytes,
+        bytes_per_sec: per_sec(stats.bytes),
+        gbit_per_sec: per_sec(stats.bytes) * 8.0 / 1e9,
+        latency_us: Latency::from_ns(&stats.latency).unwrap_or_else(empty_latency),
+        uncorrected_latency_us: open_loop_latency,
+        connect_us: Latency::from_ns(&stats.connect),
+        tls_handshake_us: Latency::from_ns(&stats.handshake),
+        connections_opened: stats.connect.len(),
+        errors: error_map(stats),
+        error_total: stats.error_total(),
+        status: status_map(stats),
+        status_errors: stats.status_errors(),
+        timeline: timeline(stats, result.elapsed.as_secs_f64()),
+        server,
+    }
+}
+
+fn empty_latency() -> Latency {
+    Latency {
+        count: 0,
+        min: 0.0,
+        mean: 0.0,
+        stdev: 0.0,
+        p50: 0.0,
+        p75: 0.0,
+        p90: 0.0,
+        p99: 0.0,
+        p999: 0.0,
+        max: 0.0,
+        spectrum: Vec::new(),
+    }
+}
+
+/// Non-zero error counts by kind name.
+pub(crate) fn error_map(stats: &Stats) -> BTreeMap<&'static str, u64> {
+    ErrorKind::ALL
+        .iter()
+        .filter(|&&kind| stats.errors[kind as usize] > 0)
+        .map(|&kind| (kind.name(), stats.errors[kind as usize]))
+        .collect()
+}
+
+fn status_map(stats: &Stats) -> BTreeMap<u16, u64> {
+    stats
+        .status
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(code, n)| (code as u16, *n))
+        .collect()
+}
+
+/// The per-second timeline, cut to the measured seconds.
+fn timeline(stats: &Stats, elapsed: f64) -> Vec<TimelinePoint> {
+    let seconds = (elapsed.ceil() as usize).max(1);
+    stats
+        .timeline
+        .iter()
+        .take(seconds)
+        .enumerate()
+        .map(|(second, s)| TimelinePoint {
+            second,
+            responses: s.responses,
+            errors: s.errors,
+            bytes: s.bytes,
+        })
+        .collect()
+}
+
+/// Writes the JSON form of `output` to stdout.
+pub(crate) fn json(output: &Output) -> Result<String, Error> {
+    serde_json::to_string_pretty(output).map_err(|e| Error::io("cannot encode the JSON report", e))
+}
+
+/// Writes `text` to `path`.
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), Error> {
+    std::fs::write(path, text).map_err(|e| Error::io(format!("cannot write {}", path.display()), e))
+}
