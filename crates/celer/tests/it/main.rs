@@ -1,0 +1,8 @@
+//! Integration tests of the framework, through `tower::ServiceExt::oneshot`.
+
+mod extract;
+mod middleware;
+mod router_table;
+mod routing;
+mod support;
+mod url_for;
