@@ -48,7 +48,7 @@ enum Kind {
 struct SyncBody(Mutex<UnsyncBoxBody<Bytes, BoxError>>);
 
 impl SyncBody {
-    fn new(body: UnsyncBoxBody<Bytes, BoxError>) -> Kind {
+    fn kind(body: UnsyncBoxBody<Bytes, BoxError>) -> Kind {
         Kind::Boxed(SyncBody(Mutex::new(body)))
     }
 
@@ -102,7 +102,7 @@ impl Body {
             return Body::empty();
         }
         Body {
-            kind: SyncBody::new(body.map_err(Into::into).boxed_unsync()),
+            kind: SyncBody::kind(body.map_err(Into::into).boxed_unsync()),
         }
     }
 
@@ -125,7 +125,7 @@ impl Body {
             .map_ok(|chunk| Frame::data(chunk.into()))
             .map_err(Into::into);
         Body {
-            kind: SyncBody::new(StreamBody::new(frames).boxed_unsync()),
+            kind: SyncBody::kind(StreamBody::new(frames).boxed_unsync()),
         }
     }
 

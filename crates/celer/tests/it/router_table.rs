@@ -4,10 +4,13 @@ use std::str::FromStr;
 
 use celer::router::Router;
 
+/// An expected match: the rule and its raw params; `None` for no match.
+type Expected<'a> = Option<(&'a str, &'a [(&'a str, &'a str)])>;
+
 /// Inserts `rules` (value = rule text) and checks each `(path, expected)`:
 /// `None` for no match, or the matching rule and its raw params.
 #[track_caller]
-fn check(rules: &[&str], cases: &[(&str, Option<(&str, &[(&str, &str)])>)]) {
+fn check(rules: &[&str], cases: &[(&str, Expected<'_>)]) {
     let mut router = Router::new();
     router.register_type::<Hex>("hex", "[0-9a-f]+").unwrap();
     for rule in rules {

@@ -117,6 +117,8 @@ fn uuid() -> impl Strategy<Value = String> {
     "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 }
 
+type UrlParam<'a> = (&'a str, &'a dyn std::fmt::Display);
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -131,7 +133,7 @@ proptest! {
         u in uuid(),
     ) {
         let app = app();
-        let cases: Vec<(&str, Vec<(&str, &dyn std::fmt::Display)>)> = vec![
+        let cases: Vec<(&str, Vec<UrlParam<'_>>)> = vec![
             ("user", vec![("id", &id)]),
             ("post", vec![("id", &id), ("slug", &slug)]),
             ("static", vec![("file", &file)]),
