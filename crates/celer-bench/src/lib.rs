@@ -78,8 +78,51 @@ const SWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
 ///
 /// Returns the process exit code to use. Bad arguments and an unreachable
 /// target are errors whose `Display` is one line.
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "a front end hands its parsed arguments over; taking them by value keeps that call plain"
+)]
 pub fn run(args: BenchArgs) -> Result<ExitCode, Error> {
-    let plan = Arc::new(Plan::from_args(&args)?);
+    let report = measure(&args)?;
+    emit(&args, &report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The result of a bench run, in every output format.
+#[derive(Debug)]
+pub struct Report {
+    output: Output,
+}
+
+impl Report {
+    /// The report as pretty-printed JSON.
+    ///
+    /// The top level has `mode` (`load`, `sweep` or `hang`), `settings`, and
+    /// one of `run`, `sweep` or `hang`. Latencies are in microseconds.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(&self.output).unwrap_or_default()
+    }
+
+    /// The report as a terminal table.
+    pub fn to_terminal(&self) -> String {
+        report::terminal(&self.output)
+    }
+
+    /// The report as Markdown tables.
+    pub fn to_markdown(&self) -> String {
+        report::markdown(&self.output)
+    }
+
+    /// The report as a self-contained HTML page with inline SVG charts.
+    pub fn to_html(&self) -> String {
+        report::html(&self.output)
+    }
+}
+
+/// Runs the measurement these arguments describe without printing a report
+/// (the progress line still shows on a terminal unless `quiet` is set).
+pub fn measure(args: &BenchArgs) -> Result<Report, Error> {
+    let plan = Arc::new(Plan::from_args(args)?);
     let processes = Processes::new(&args.pids, args.pid_tree)?;
     preflight(&plan)?;
     let show_progress = !args.quiet;
@@ -110,8 +153,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Error> {
     } else {
         output.run = Some(load(&plan, &processes, show_progress)?);
     }
-    emit(&args, &output)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Report { output })
 }
 
 /// One load run with server CPU accounting.
@@ -175,16 +217,17 @@ fn preflight(plan: &Plan) -> Result<(), Error> {
 }
 
 /// Prints the report in the chosen format and writes the HTML file.
-fn emit(args: &BenchArgs, output: &Output) -> Result<(), Error> {
+fn emit(args: &BenchArgs, report: &Report) -> Result<(), Error> {
     let text = if args.json {
-        report::json(output)? + "\n"
+        report.to_json() + "\n"
     } else if args.markdown {
-        report::markdown(output)
+        report.to_markdown()
     } else {
-        report::terminal(output)
+        report.to_terminal()
     };
     if let Some(path) = &args.html {
-        report::write_html(path, output)?;
+        std::fs::write(path, report.to_html())
+            .map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
     }
     let mut stdout = std::io::stdout().lock();
     match stdout

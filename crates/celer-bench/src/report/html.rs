@@ -2,19 +2,13 @@
 //! no fonts, no network.
 
 use std::fmt::Write;
-use std::path::Path;
 
 use super::svg::{Chart, Series, escape, line_chart};
 use super::text::{count, describe, duration_us, markdown};
-use super::{Error, Latency, Output, RunReport, SweepLevel, write_file};
+use super::{Latency, Output, RunReport, SweepLevel};
 
 const STYLE: &str = "body{font-family:sans-serif;max-width:780px;margin:2em auto;color:#111}\
 pre{background:#f9fafb;padding:1em;overflow-x:auto}figure{margin:1.5em 0}";
-
-/// Writes the HTML report to `path`.
-pub(crate) fn write_html(path: &Path, output: &Output) -> Result<(), Error> {
-    write_file(path, &render(output))
-}
 
 /// Renders the whole page.
 pub(crate) fn render(output: &Output) -> String {
@@ -39,9 +33,9 @@ pub(crate) fn render(output: &Output) -> String {
         page.push_str(&figure(&sweep_latency_chart(levels)));
     }
     // The tables are the Markdown report, shown as preformatted text.
-    let _ = write!(
+    let _ = writeln!(
         page,
-        "<h2>Figures</h2><pre>{}</pre></body></html>\n",
+        "<h2>Figures</h2><pre>{}</pre></body></html>",
         escape(&markdown(output))
     );
     page

@@ -9,17 +9,15 @@ mod svg;
 mod text;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::Error;
 use crate::plan::Plan;
 use crate::stats::{ErrorKind, Stats};
 use crate::worker::RunResult;
 
-pub(crate) use html::write_html;
+pub(crate) use html::render as html;
 pub(crate) use text::{markdown, terminal};
 
 /// Percentiles sampled for the latency distribution chart.
@@ -335,14 +333,4 @@ fn timeline(stats: &Stats, elapsed: f64) -> Vec<TimelinePoint> {
             bytes: s.bytes,
         })
         .collect()
-}
-
-/// Writes the JSON form of `output` to stdout.
-pub(crate) fn json(output: &Output) -> Result<String, Error> {
-    serde_json::to_string_pretty(output).map_err(|e| Error::io("cannot encode the JSON report", e))
-}
-
-/// Writes `text` to `path`.
-pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|e| Error::io(format!("cannot write {}", path.display()), e))
 }
