@@ -83,6 +83,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, 
         let len = match status {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return partial(buf, limits),
+            Err(httparse::Error::Version) if version_may_follow(buf) => return partial(buf, limits),
             Err(err) => return Err(reject_parse_error(err, buf)),
         };
         if len > limits.max_head_bytes {
@@ -183,6 +184,22 @@ fn reject_parse_error(err: httparse::Error, buf: &[u8]) -> Reject {
                 Reject::bad("invalid http version")
             }
         }
+    }
+}
+
+/// True while an unfinished request line may still end in `HTTP/x.y`: the
+/// answer (400 or 505) must not depend on how the bytes were split.
+fn version_may_follow(buf: &[u8]) -> bool {
+    if buf.contains(&b'\n') {
+        return false;
+    }
+    let Some(at) = buf.windows(6).rposition(|w| w == b" HTTP/") else {
+        return false;
+    };
+    match &buf[at + 6..] {
+        [] | [b'0'..=b'9'] | [b'0'..=b'9', b'.'] | [b'0'..=b'9', b'.', b'0'..=b'9'] => true,
+        [b'0'..=b'9', b'.', b'0'..=b'9', b'\r'] => true,
+        _ => false,
     }
 }
 
