@@ -213,20 +213,27 @@ fn prepare<'a>(
 }
 
 /// Runs one connection slot until the run is over.
+///
+/// A batch is claimed before a connection is opened for it, so that no
+/// connection is opened once the requests are used up, and a failed connect
+/// fails the requests it was opened for.
 pub(crate) async fn run(worker: Rc<Worker>, global_idx: usize) {
     let mut state = ConnState::new(&worker, global_idx);
     let mut timer = Box::pin(tokio::time::sleep(Duration::ZERO));
-    while !worker.finished(Instant::now()) {
+    while let Some(batch) = next_batch(&worker, &mut state, timer.as_mut()).await {
         let outcome = match connect(&worker).await {
             Ok(stream) => match &worker.plan.tls {
-                None => drive(&worker, stream, &mut state, timer.as_mut()).await,
+                None => drive(&worker, stream, &mut state, timer.as_mut(), batch).await,
                 Some(_) => match handshake(&worker, stream).await {
-                    Some(stream) => drive(&worker, stream, &mut state, timer.as_mut()).await,
-                    None => Outcome::Reconnect,
+                    Ok(stream) => drive(&worker, stream, &mut state, timer.as_mut(), batch).await,
+                    Err(kind) => {
+                        worker.failed(kind, u64::from(batch.size));
+                        Outcome::Reconnect
+                    }
                 },
             },
             Err(kind) => {
-                worker.connect_failed(kind);
+                worker.failed(kind, u64::from(batch.size));
                 tokio::time::sleep(CONNECT_BACKOFF).await;
                 Outcome::Reconnect
             }
@@ -235,6 +242,39 @@ pub(crate) async fn run(worker: Rc<Worker>, global_idx: usize) {
             break;
         }
     }
+}
+
+/// Requests claimed to be sent together.
+#[derive(Debug, Clone, Copy)]
+struct Batch {
+    /// How many.
+    size: u32,
+    /// Open loop: when they were due.
+    intended: Option<Instant>,
+}
+
+/// Waits for the schedule (open loop) and claims the next batch; `None` ends the run.
+async fn next_batch(
+    worker: &Worker,
+    state: &mut ConnState,
+    mut timer: Pin<&mut Sleep>,
+) -> Option<Batch> {
+    let intended = state.next_send;
+    let now = Instant::now();
+    if let Some(at) = intended {
+        if at > now {
+            timer.as_mut().reset(at.into());
+            timer.as_mut().await;
+        }
+    }
+    let size = worker.claim(worker.plan.pipeline, intended.unwrap_or(now));
+    if size == 0 {
+        return None;
+    }
+    if let Some(at) = &mut state.next_send {
+        *at += state.interval;
+    }
+    Some(Batch { size, intended })
 }
 
 /// Opens a TCP connection with TCP_NODELAY, recording the connect time.
@@ -258,22 +298,15 @@ pub(crate) async fn open_tcp(plan: &Plan) -> Result<TcpStream, ErrorKind> {
     Ok(stream)
 }
 
-/// Runs the TLS handshake, recording its time, or the error.
+/// Runs the TLS handshake, recording its time.
 async fn handshake(
     worker: &Worker,
     stream: TcpStream,
-) -> Option<tokio_rustls::client::TlsStream<TcpStream>> {
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, ErrorKind> {
     let started = Instant::now();
-    match tls_handshake(&worker.plan, stream).await {
-        Ok(stream) => {
-            worker.handshaken(started.elapsed());
-            Some(stream)
-        }
-        Err(kind) => {
-            worker.connect_failed(kind);
-            None
-        }
-    }
+    let stream = tls_handshake(&worker.plan, stream).await?;
+    worker.handshaken(started.elapsed());
+    Ok(stream)
 }
 
 /// Runs the TLS handshake within the request timeout.
@@ -290,31 +323,20 @@ pub(crate) async fn tls_handshake(
     }
 }
 
-/// Sends batches on one connection until it must be closed or the run ends.
+/// Sends `first` and then further batches on one connection until it must
+/// be closed or the run ends.
 async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
     worker: &Worker,
     mut stream: S,
     state: &mut ConnState,
     mut timer: Pin<&mut Sleep>,
+    first: Batch,
 ) -> Outcome {
     let plan = &*worker.plan;
     state.io.clear();
-    loop {
-        let intended = state.next_send;
-        if let Some(at) = intended {
-            if at > Instant::now() {
-                timer.as_mut().reset(at.into());
-                timer.as_mut().await;
-            }
-        }
+    let mut next = Some(first);
+    while let Some(Batch { size, intended }) = next {
         let sent = Instant::now();
-        let k = worker.claim(plan.pipeline, intended.unwrap_or(sent));
-        if k == 0 {
-            return Outcome::Stop;
-        }
-        if let Some(at) = &mut state.next_send {
-            *at += state.interval;
-        }
         // Open loop measures from the intended send time (coordinated omission).
         let base = intended.unwrap_or(sent);
         let ConnState {
@@ -324,12 +346,12 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
             rng,
             ..
         } = state;
-        let bytes = prepare(plan, k as usize, batch, heads, rng);
+        let bytes = prepare(plan, size as usize, batch, heads, rng);
         timer.as_mut().reset((sent + plan.timeout).into());
         let mut answered = 0;
         let exchange = Exchange {
             worker,
-            heads: &heads[..k as usize],
+            heads: &heads[..size as usize],
             base,
             sent,
         };
@@ -342,11 +364,13 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
             Ok(true) if plan.keep_alive => {}
             Ok(_) => return Outcome::Reconnect,
             Err(kind) => {
-                worker.failed(kind, u64::from(k - answered));
+                worker.failed(kind, u64::from(size - answered));
                 return Outcome::Reconnect;
             }
         }
+        next = next_batch(worker, state, timer.as_mut()).await;
     }
+    Outcome::Stop
 }
 
 /// One batch: write it, read its responses.

@@ -39,11 +39,6 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// Whether no request may start any more.
-    pub(crate) fn finished(&self, now: Instant) -> bool {
-        self.budget.get() == 0 || self.deadline.is_some_and(|d| now >= d)
-    }
-
     /// Takes up to `want` requests that may start at `at`; 0 ends the run.
     ///
     /// Requests during warm-up do not count against `-n`.
@@ -92,13 +87,6 @@ impl Worker {
         let mut stats = self.stats.borrow_mut();
         stats.error(kind, count, self.second(now));
         self.progress.errors[self.idx].store(stats.error_total(), Ordering::Relaxed);
-    }
-
-    /// Records a failed connect or handshake. With `-n` it uses up one
-    /// request, so that a dead server cannot make the run endless.
-    pub(crate) fn connect_failed(&self, kind: ErrorKind) {
-        let count = self.claim(1, Instant::now());
-        self.failed(kind, u64::from(count.max(1)));
     }
 
     /// Records a TCP connect time.

@@ -75,3 +75,17 @@ fn bad_arguments_are_usage_errors() {
         assert!(!error.to_string().contains('\n'));
     }
 }
+
+#[test]
+fn an_untrusted_certificate_is_one_line_error() {
+    let server = crate::support::serve_tls(crate::support::ok());
+    let url = format!("https://localhost:{}/", server.addr.port());
+    let error = celer_bench::measure(&args(&["-n", "1", &url])).unwrap_err();
+    assert!(error.is_connect());
+    assert!(
+        error
+            .to_string()
+            .starts_with("TLS handshake with localhost:"),
+        "{error}"
+    );
+}

@@ -154,3 +154,25 @@ fn duration_runs_report_a_timeline() {
         .sum();
     assert_eq!(sum, run["responses"].as_u64().unwrap());
 }
+
+#[test]
+fn https_with_insecure_reports_handshakes_separately() {
+    let server = crate::support::serve_tls(ok());
+    let url = format!("https://localhost:{}/", server.addr.port());
+    let report = bench(&[
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--pipeline",
+        "2",
+        "--insecure",
+        &url,
+    ]);
+    let run = &report["run"];
+    assert_eq!(run["responses"], 100);
+    assert_eq!(run["error_total"], 0);
+    assert_eq!(run["tls_handshake_us"]["count"], 2);
+    assert_eq!(report["settings"]["tls"], true);
+    assert_eq!(server.requests(), 100);
+}

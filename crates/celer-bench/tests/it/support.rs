@@ -157,6 +157,94 @@ fn complete_request(buf: &[u8]) -> Option<(usize, bool)> {
     (buf.len() >= len).then(|| (len, head.contains("connection: close")))
 }
 
+/// Starts an HTTPS server with a fresh self-signed certificate for
+/// `localhost` (made by the openssl command), answering `response` to every
+/// request on keep-alive connections.
+pub(crate) fn serve_tls(response: Vec<u8>) -> Server {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (key, cert) = (dir.path().join("key.pem"), dir.path().join("cert.pem"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("the openssl command makes the test certificate");
+    assert!(status.success());
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(&key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_listener.set_nonblocking(true).unwrap();
+    let server = Server {
+        addr: std_listener.local_addr().unwrap(),
+        requests: Arc::default(),
+        connections: Arc::default(),
+        lines: Arc::default(),
+    };
+    let shared = server.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = TcpListener::from_std(std_listener).unwrap();
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (acceptor, response, shared) =
+                    (acceptor.clone(), response.clone(), shared.clone());
+                tokio::spawn(async move {
+                    let Ok(mut stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    loop {
+                        while let Some((len, _)) = complete_request(&buf) {
+                            buf.drain(..len);
+                            shared.requests.fetch_add(1, Ordering::SeqCst);
+                            if stream.write_all(&response).await.is_err() {
+                                return;
+                            }
+                        }
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                });
+            }
+        });
+    });
+    server
+}
+
 #[derive(Debug, Parser)]
 struct Cli {
     #[command(flatten)]
