@@ -52,14 +52,18 @@ impl Chan {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave the state torn: every
         // critical section is a few field assignments.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 impl Incoming {
     /// A body with no bytes.
     pub fn empty() -> Incoming {
-        Incoming { inner: Inner::Empty }
+        Incoming {
+            inner: Inner::Empty,
+        }
     }
 
     /// A body made of one piece already in memory.
@@ -161,7 +165,7 @@ impl Body for Incoming {
         match &self.inner {
             Inner::Empty => SizeHint::with_exact(0),
             Inner::Full(data) => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
-            Inner::Stream { hint, .. } => hint.clone(),
+            Inner::Stream { hint, .. } => *hint,
         }
     }
 }

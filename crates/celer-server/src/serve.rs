@@ -123,7 +123,10 @@ impl Builder {
     /// Binds every listener now, so address errors surface before serving.
     pub fn bind(self) -> io::Result<Bound> {
         if self.listens.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no listen address given"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no listen address given",
+            ));
         }
         let copies = match self.threading {
             Threading::PerCore => self.workers,
@@ -177,7 +180,11 @@ impl Bound {
 
     /// Runs `service` on runtimes of its own until `signal` resolves, then
     /// shuts down gracefully. Blocks the calling thread.
-    pub fn run<S, B>(self, service: S, signal: impl Future<Output = ()> + Send + 'static) -> io::Result<()>
+    pub fn run<S, B>(
+        self,
+        service: S,
+        signal: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<()>
     where
         S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
         S::Future: Send,
@@ -189,7 +196,11 @@ impl Bound {
     }
 
     /// Like [`Bound::run`], building a service per connection with `make`.
-    pub fn run_with<F, S, B>(self, make: F, signal: impl Future<Output = ()> + Send + 'static) -> io::Result<()>
+    pub fn run_with<F, S, B>(
+        self,
+        make: F,
+        signal: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<()>
     where
         F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
         S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
@@ -201,7 +212,11 @@ impl Bound {
         let make = Arc::new(make);
         let shutdown = Shutdown::new();
         let state = Arc::new(State::new(&self.config));
-        let unix_paths: Vec<PathBuf> = self.per_worker.first().map(|l| options_paths(l)).unwrap_or_default();
+        let unix_paths: Vec<PathBuf> = self
+            .per_worker
+            .first()
+            .map(|l| options_paths(l))
+            .unwrap_or_default();
         let result = match self.threading {
             Threading::WorkStealing => {
                 let rt = tokio::runtime::Builder::new_multi_thread()
@@ -225,10 +240,12 @@ impl Bound {
                     let (make, state, shutdown) = (make.clone(), state.clone(), shutdown.clone());
                     let thread = std::thread::Builder::new()
                         .name(format!("celer-worker-{i}"))
-                        .spawn(move || worker(listeners, make, state, shutdown))?;
+                        .spawn(move || worker(listeners, &make, &state, &shutdown))?;
                     threads.push(thread);
                 }
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
                 rt.block_on(async {
                     signal.await;
                     shutdown.trigger();
@@ -260,7 +277,8 @@ impl Bound {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError> + Send,
     {
-        self.serve_with(move |_: &ConnInfo| service.clone(), shutdown).await
+        self.serve_with(move |_: &ConnInfo| service.clone(), shutdown)
+            .await
     }
 
     /// Like [`Bound::serve`], building a service per connection with `make`.
@@ -275,7 +293,11 @@ impl Bound {
     {
         let make = Arc::new(make);
         let state = Arc::new(State::new(&self.config));
-        let unix_paths: Vec<PathBuf> = self.per_worker.first().map(|l| options_paths(l)).unwrap_or_default();
+        let unix_paths: Vec<PathBuf> = self
+            .per_worker
+            .first()
+            .map(|l| options_paths(l))
+            .unwrap_or_default();
         for l in self.per_worker.into_iter().flatten() {
             start_accept(l, make.clone(), state.clone(), shutdown.clone())?;
         }
@@ -297,7 +319,10 @@ struct State {
 
 impl State {
     fn new(config: &Arc<Http1Config>) -> State {
-        let max = config.limits.max_connections.clamp(1, Semaphore::MAX_PERMITS) as u32;
+        let max = config
+            .limits
+            .max_connections
+            .clamp(1, Semaphore::MAX_PERMITS) as u32;
         State {
             config: config.clone(),
             permits: Arc::new(Semaphore::new(max as usize)),
@@ -308,13 +333,21 @@ impl State {
     /// Waits until every connection has ended, or the shutdown timeout.
     async fn drained(&self) {
         let limit = self.config.limits.shutdown_timeout;
-        if tokio::time::timeout(limit, self.permits.acquire_many(self.max)).await.is_err() {
+        if tokio::time::timeout(limit, self.permits.acquire_many(self.max))
+            .await
+            .is_err()
+        {
             tracing::warn!(target: "celer::serve", "shutdown timeout: closing connections still in flight");
         }
     }
 }
 
-fn worker<F, S, B>(listeners: Vec<Listener>, make: Arc<F>, state: Arc<State>, shutdown: Shutdown) -> io::Result<()>
+fn worker<F, S, B>(
+    listeners: Vec<Listener>,
+    make: &Arc<F>,
+    state: &Arc<State>,
+    shutdown: &Shutdown,
+) -> io::Result<()>
 where
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
     S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
@@ -323,7 +356,9 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError> + Send,
 {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         for l in listeners {
             start_accept(l, make.clone(), state.clone(), shutdown.clone())?;
@@ -334,7 +369,12 @@ where
     })
 }
 
-fn start_accept<F, S, B>(listener: Listener, make: Arc<F>, state: Arc<State>, shutdown: Shutdown) -> io::Result<()>
+fn start_accept<F, S, B>(
+    listener: Listener,
+    make: Arc<F>,
+    state: Arc<State>,
+    shutdown: Shutdown,
+) -> io::Result<()>
 where
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
     S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
@@ -371,7 +411,13 @@ impl Accept for TcpAcceptor {
 
     async fn accept(&self) -> io::Result<(Self::Io, ConnInfo)> {
         let (io, remote) = self.0.accept().await?;
-        Ok((io, ConnInfo { remote: Some(remote), local: self.1 }))
+        Ok((
+            io,
+            ConnInfo {
+                remote: Some(remote),
+                local: self.1,
+            },
+        ))
     }
 }
 
@@ -380,7 +426,13 @@ impl Accept for tokio::net::UnixListener {
 
     async fn accept(&self) -> io::Result<(Self::Io, ConnInfo)> {
         let (io, _) = tokio::net::UnixListener::accept(self).await?;
-        Ok((io, ConnInfo { remote: None, local: None }))
+        Ok((
+            io,
+            ConnInfo {
+                remote: None,
+                local: None,
+            },
+        ))
     }
 }
 
@@ -436,6 +488,8 @@ where
 fn is_per_connection(err: &io::Error) -> bool {
     matches!(
         err.kind(),
-        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionRefused
     )
 }

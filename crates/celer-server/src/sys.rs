@@ -10,7 +10,10 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 /// Takes ownership of an inherited descriptor after checking it is open.
 pub(crate) fn adopt_fd(fd: RawFd) -> io::Result<OwnedFd> {
     if fd < 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "negative file descriptor"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "negative file descriptor",
+        ));
     }
     // SAFETY: F_GETFD only reads the descriptor's flags; it is harmless on
     // any integer and fails with EBADF when nothing is open there.
@@ -42,7 +45,11 @@ pub(crate) fn set_defer_accept(fd: RawFd, seconds: u32) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// `TCP_DEFER_ACCEPT` is Linux-only; elsewhere this does nothing.
@@ -54,17 +61,23 @@ pub(crate) fn set_defer_accept(_fd: RawFd, _seconds: u32) -> io::Result<()> {
 /// Raises the soft limit on open files to the hard limit; returns the new
 /// soft limit.
 pub fn raise_fd_limit() -> io::Result<u64> {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: `lim` is a valid, writable rlimit for the call's duration.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Err(io::Error::last_os_error());
     }
     if lim.rlim_cur < lim.rlim_max {
-        let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
         // SAFETY: `raised` is a valid rlimit read by the call only.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
             lim = raised;
         }
     }
-    Ok(lim.rlim_cur as u64)
+    Ok(lim.rlim_cur)
 }

@@ -42,6 +42,9 @@ const BODY_READ_MAX: usize = 64 * 1024;
 /// Bytes read and discarded at most while lingering before a close.
 const LINGER_MAX: usize = 64 * 1024;
 
+/// Longest linger before a close (shorter when the head timeout is).
+const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Settings shared by every connection of a server.
 #[derive(Debug, Clone, Default)]
 pub struct Http1Config {
@@ -53,8 +56,12 @@ pub struct Http1Config {
 
 /// Serves HTTP/1.1 on `io` until the client leaves, an error closes the
 /// connection, or shutdown starts and the connection becomes idle.
-pub async fn serve_connection<I, S, B>(io: I, service: S, config: Arc<Http1Config>, shutdown: Shutdown)
-where
+pub async fn serve_connection<I, S, B>(
+    io: I,
+    service: S,
+    config: Arc<Http1Config>,
+    shutdown: Shutdown,
+) where
     I: Transport,
     S: Service<Request<Incoming>, Response = Response<B>>,
     S::Error: Into<BoxError>,
@@ -304,8 +311,11 @@ impl<I: Transport> Conn<I> {
             }
         };
         let (parts, body) = response.into_parts();
+        // A client still waiting for `100 Continue` may or may not send its
+        // body, so the connection cannot be reused safely.
+        let owed = feed.as_ref().is_some_and(|f| f.continue_owed);
         let facts = ReqFacts {
-            keep_alive: facts.keep_alive && !self.shutdown.is_started(),
+            keep_alive: facts.keep_alive && !owed && !self.shutdown.is_started(),
             ..facts
         };
         let exact = body.size_hint().exact();
@@ -510,7 +520,11 @@ impl<I: Transport> Conn<I> {
     }
 
     /// Feeds the request body as far as the reader wants it.
-    fn poll_feed(&mut self, feed: &mut Option<Feed>, cx: &mut Context<'_>) -> Poll<Result<Fed, Fail>> {
+    fn poll_feed(
+        &mut self,
+        feed: &mut Option<Feed>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Fed, Fail>> {
         let Some(feed) = feed.as_mut().filter(|f| !f.stopped) else {
             return Poll::Ready(Ok(Fed::Stopped));
         };
@@ -527,7 +541,9 @@ impl<I: Transport> Conn<I> {
                 feed.continue_owed = false;
                 self.wbuf.put(b"HTTP/1.1 100 Continue\r\n\r\n");
                 let limits = &self.config.limits;
-                self.timer.as_mut().reset(Instant::now() + limits.body_timeout);
+                self.timer
+                    .as_mut()
+                    .reset(Instant::now() + limits.body_timeout);
             }
             if let Poll::Ready(Err(err)) = self.poll_flush(cx) {
                 return Poll::Ready(Err(Fail::Io(err)));
@@ -568,7 +584,8 @@ impl<I: Transport> Conn<I> {
             }
             if self.rbuf.capacity() - self.rbuf.len() < 1024 {
                 let want = feed.decoder.remaining().unwrap_or(BODY_READ_MAX as u64);
-                self.rbuf.reserve((want as usize).clamp(1024, BODY_READ_MAX));
+                self.rbuf
+                    .reserve((want as usize).clamp(1024, BODY_READ_MAX));
             }
             match poll_read_buf(&mut self.io, cx, &mut self.rbuf) {
                 Poll::Ready(Ok(0)) => {
@@ -581,7 +598,8 @@ impl<I: Transport> Conn<I> {
                     self.timer.as_mut().reset(at);
                 }
                 Poll::Ready(Err(err)) => {
-                    feed.sender.fail(Error::new_io(io::Error::new(err.kind(), "read failed")));
+                    feed.sender
+                        .fail(Error::new_io(io::Error::new(err.kind(), "read failed")));
                     feed.stopped = true;
                     return Poll::Ready(Err(Fail::Io(err)));
                 }
@@ -616,7 +634,9 @@ impl<I: Transport> Conn<I> {
                 Poll::Ready(Ok(n)) => {
                     self.wbuf.advance(n);
                     if let Some(timer) = self.write_timer.as_mut() {
-                        timer.as_mut().reset(Instant::now() + self.config.limits.write_timeout);
+                        timer
+                            .as_mut()
+                            .reset(Instant::now() + self.config.limits.write_timeout);
                     }
                 }
                 Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
@@ -636,7 +656,9 @@ impl<I: Transport> Conn<I> {
             }
         }
         if let Some(timer) = self.write_timer.as_mut() {
-            timer.as_mut().reset(Instant::now() + self.config.limits.write_timeout);
+            timer
+                .as_mut()
+                .reset(Instant::now() + self.config.limits.write_timeout);
         }
         Poll::Ready(Ok(()))
     }
@@ -667,8 +689,12 @@ impl<I: Transport> Conn<I> {
             &self.config.server_header,
             &mut self.wbuf,
         );
-        let _ = framed.encoder.data(Bytes::from_static(body), &mut self.wbuf);
-        let _ = framed.encoder.data(Bytes::from_static(b"\n"), &mut self.wbuf);
+        let _ = framed
+            .encoder
+            .data(Bytes::from_static(body), &mut self.wbuf);
+        let _ = framed
+            .encoder
+            .data(Bytes::from_static(b"\n"), &mut self.wbuf);
         self.close().await
     }
 
@@ -678,7 +704,8 @@ impl<I: Transport> Conn<I> {
     async fn close(&mut self) -> io::Result<()> {
         self.flush().await?;
         self.io.shutdown().await?;
-        let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        let linger = self.config.limits.head_timeout.min(LINGER_TIME);
+        let deadline = Instant::now() + linger;
         let mut discarded = 0;
         while discarded < LINGER_MAX {
             self.rbuf.clear();
@@ -689,7 +716,6 @@ impl<I: Transport> Conn<I> {
         }
         Ok(())
     }
-
 }
 
 /// Reads once into the spare room of `buf`.

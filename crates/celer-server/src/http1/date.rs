@@ -19,9 +19,7 @@ thread_local! {
 /// Calls `f` with the current date, formatted.
 pub(crate) fn with_date<R>(f: impl FnOnce(&[u8; DATE_LEN]) -> R) -> R {
     let now = SystemTime::now();
-    let second = now
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     CACHE.with(|cell| {
         let mut cached = cell.borrow_mut();
         if cached.second != second {

@@ -6,10 +6,10 @@
 //! digits only, every line ends in CRLF, and every limit is counted.
 
 use bytes::{Bytes, BytesMut};
-use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::StatusCode;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::http1::parse::{Reject, HEADERS_CAP};
+use crate::http1::parse::{HEADERS_CAP, Reject};
 use crate::limits::Limits;
 
 /// What one call to [`Decoder::decode`] produced.
@@ -72,7 +72,11 @@ const fn bad(reason: &'static str) -> Reject {
 impl Decoder {
     /// A decoder for exactly `len` bytes.
     pub(crate) fn length(len: u64) -> Decoder {
-        Decoder::with(if len == 0 { Kind::Done } else { Kind::Length(len) })
+        Decoder::with(if len == 0 {
+            Kind::Done
+        } else {
+            Kind::Length(len)
+        })
     }
 
     /// A decoder for a chunked body.
@@ -103,7 +107,11 @@ impl Decoder {
     }
 
     /// Takes the next piece of body off the front of `buf`.
-    pub(crate) fn decode(&mut self, buf: &mut BytesMut, limits: &Limits) -> Result<Decoded, Reject> {
+    pub(crate) fn decode(
+        &mut self,
+        buf: &mut BytesMut,
+        limits: &Limits,
+    ) -> Result<Decoded, Reject> {
         match self.kind {
             Kind::Done => Ok(Decoded::End),
             Kind::Length(left) => {
@@ -142,9 +150,16 @@ impl Decoder {
                 let data = buf.split_to(n as usize).freeze();
                 self.seen += n;
                 if limits.max_body_bytes.is_some_and(|max| self.seen > max) {
-                    break Err(Reject::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large"));
+                    break Err(Reject::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "request body too large",
+                    ));
                 }
-                state = if n == left { Chunked::DataCr } else { Chunked::Data { left: left - n } };
+                state = if n == left {
+                    Chunked::DataCr
+                } else {
+                    Chunked::Data { left: left - n }
+                };
                 self.kind = Kind::Chunked(state);
                 return Ok(Decoded::Data(data));
             }
@@ -163,7 +178,10 @@ impl Decoder {
                         if digits >= MAX_SIZE_DIGITS || size >> 60 != 0 {
                             break Err(bad("chunk size too large"));
                         }
-                        Chunked::Size { size: size << 4 | u64::from(d), digits: digits + 1 }
+                        Chunked::Size {
+                            size: size << 4 | u64::from(d),
+                            digits: digits + 1,
+                        }
                     }
                     None if digits == 0 => break Err(bad("invalid chunk size")),
                     None => match b {
@@ -194,7 +212,10 @@ impl Decoder {
                 Chunked::SizeLf { size } => match b {
                     b'\n' if size == 0 => Chunked::Trailers,
                     b'\n' => {
-                        if limits.max_body_bytes.is_some_and(|max| self.seen + size > max) {
+                        if limits
+                            .max_body_bytes
+                            .is_some_and(|max| self.seen + size > max)
+                        {
                             break Err(Reject::new(
                                 StatusCode::PAYLOAD_TOO_LARGE,
                                 "request body too large",
@@ -263,8 +284,10 @@ impl Decoder {
         };
         let mut map = HeaderMap::with_capacity(fields.len());
         for f in fields {
-            let name = HeaderName::from_bytes(f.name.as_bytes()).map_err(|_| bad("invalid trailer name"))?;
-            let value = HeaderValue::from_bytes(f.value).map_err(|_| bad("invalid trailer value"))?;
+            let name = HeaderName::from_bytes(f.name.as_bytes())
+                .map_err(|_| bad("invalid trailer name"))?;
+            let value =
+                HeaderValue::from_bytes(f.value).map_err(|_| bad("invalid trailer value"))?;
             map.append(name, value);
         }
         Ok(Decoded::Trailers(map))

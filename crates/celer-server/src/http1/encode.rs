@@ -134,7 +134,10 @@ pub(crate) fn encode_head(
         out.put_slice(b"connection: keep-alive\r\n");
     }
     out.put_slice(b"\r\n");
-    Framed { encoder, keep_alive }
+    Framed {
+        encoder,
+        keep_alive,
+    }
 }
 
 fn put_content_length(out: &mut BytesMut, n: u64) {
@@ -188,7 +191,11 @@ impl Encoder {
     }
 
     /// Ends the body, with trailers when the framing can carry them.
-    pub(crate) fn finish(&mut self, trailers: Option<&HeaderMap>, dst: &mut WriteBuf) -> Result<(), FrameError> {
+    pub(crate) fn finish(
+        &mut self,
+        trailers: Option<&HeaderMap>,
+        dst: &mut WriteBuf,
+    ) -> Result<(), FrameError> {
         match self {
             Encoder::Chunked => {
                 dst.put(b"0\r\n");

@@ -108,7 +108,6 @@ impl WriteBuf {
     }
 }
 
-
 /// Capacity of a pooled buffer.
 pub(crate) const BUF_SIZE: usize = 8 * 1024;
 

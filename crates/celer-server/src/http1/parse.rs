@@ -83,7 +83,9 @@ pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, 
         let len = match status {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return partial(buf, limits),
-            Err(httparse::Error::Version) if version_may_follow(buf) => return partial(buf, limits),
+            Err(httparse::Error::Version) if version_may_follow(buf) => {
+                return partial(buf, limits);
+            }
             Err(err) => return Err(reject_parse_error(err, buf)),
         };
         if len > limits.max_head_bytes {
@@ -108,7 +110,10 @@ pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, 
         (len, method, path, version, req.headers.len())
     };
     if path.1 > limits.max_uri_bytes {
-        return Err(Reject::new(StatusCode::URI_TOO_LONG, "request target too long"));
+        return Err(Reject::new(
+            StatusCode::URI_TOO_LONG,
+            "request target too long",
+        ));
     }
     let head = buf.split_to(len).freeze();
     let uri = parse_uri(&method, head.slice(path.0..path.0 + path.1))?;
@@ -147,7 +152,10 @@ fn partial(buf: &BytesMut, limits: &Limits) -> Result<Parsed, Reject> {
         return Err(too_large(buf));
     }
     if !buf.contains(&b'\n') && buf.len() > limits.max_uri_bytes + 32 {
-        return Err(Reject::new(StatusCode::URI_TOO_LONG, "request line too long"));
+        return Err(Reject::new(
+            StatusCode::URI_TOO_LONG,
+            "request line too long",
+        ));
     }
     Ok(Parsed::Partial)
 }
@@ -196,17 +204,21 @@ fn version_may_follow(buf: &[u8]) -> bool {
     let Some(at) = buf.windows(6).rposition(|w| w == b" HTTP/") else {
         return false;
     };
-    match &buf[at + 6..] {
-        [] | [b'0'..=b'9'] | [b'0'..=b'9', b'.'] | [b'0'..=b'9', b'.', b'0'..=b'9'] => true,
-        [b'0'..=b'9', b'.', b'0'..=b'9', b'\r'] => true,
-        _ => false,
-    }
+    matches!(
+        &buf[at + 6..],
+        [] | [b'0'..=b'9']
+            | [b'0'..=b'9', b'.']
+            | [b'0'..=b'9', b'.', b'0'..=b'9']
+            | [b'0'..=b'9', b'.', b'0'..=b'9', b'\r']
+    )
 }
 
 /// True when the request line ends in a well-formed `HTTP/x.y` other than 1.x.
 fn looks_like_other_version(buf: &[u8]) -> bool {
     let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-    let line = buf[..line_end].strip_suffix(b"\r").unwrap_or(&buf[..line_end]);
+    let line = buf[..line_end]
+        .strip_suffix(b"\r")
+        .unwrap_or(&buf[..line_end]);
     let Some(at) = line.windows(6).rposition(|w| w == b" HTTP/") else {
         return false;
     };
@@ -247,7 +259,7 @@ fn parse_uri(method: &Method, target: Bytes) -> Result<Uri, Reject> {
         }
         None => return Err(bad()),
     }
-    if target.iter().any(|&b| b == b'#') {
+    if target.contains(&b'#') {
         return Err(bad());
     }
     Uri::from_maybe_shared(target).map_err(|_| bad())
@@ -417,7 +429,10 @@ pub(crate) fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
 fn trim(s: &[u8]) -> &[u8] {
     let start = s.iter().position(|b| !matches!(b, b' ' | b'\t'));
     let Some(start) = start else { return &[] };
-    let end = s.iter().rposition(|b| !matches!(b, b' ' | b'\t')).unwrap_or(start);
+    let end = s
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(start);
     &s[start..=end]
 }
 
@@ -427,8 +442,24 @@ fn valid_host(value: &[u8]) -> bool {
         b.is_ascii_alphanumeric()
             || matches!(
                 b,
-                b'.' | b'-' | b'_' | b'~' | b':' | b'[' | b']' | b'%' | b'!' | b'$' | b'&'
-                    | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+                b'.' | b'-'
+                    | b'_'
+                    | b'~'
+                    | b':'
+                    | b'['
+                    | b']'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
             )
     })
 }

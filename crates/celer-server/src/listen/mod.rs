@@ -16,8 +16,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
-pub use options::{BACKLOG, BindOptions};
 pub(crate) use options::owned_paths as options_paths;
+pub use options::{BACKLOG, BindOptions};
 
 /// A listener spec, as given to `--listen`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,9 +65,13 @@ impl Listen {
         };
         if let Some(rest) = spec.strip_prefix("tcp://") {
             let (host, port) = rest.rsplit_once(':').ok_or_else(|| err("missing :PORT"))?;
-            let port = port.parse::<u16>().map_err(|_| err("port is not a number from 0 to 65535"))?;
+            let port = port
+                .parse::<u16>()
+                .map_err(|_| err("port is not a number from 0 to 65535"))?;
             let host = match host.strip_prefix('[') {
-                Some(v6) => v6.strip_suffix(']').ok_or_else(|| err("unclosed [ in IPv6 address"))?,
+                Some(v6) => v6
+                    .strip_suffix(']')
+                    .ok_or_else(|| err("unclosed [ in IPv6 address"))?,
                 None if host.contains(':') => return Err(err("IPv6 addresses go in brackets")),
                 None => host,
             };
@@ -124,7 +128,9 @@ impl Listen {
                     let bound = first.local_addr().map_err(named)?;
                     set.push(Listener::Tcp(first));
                     for _ in 1..copies {
-                        set.push(Listener::Tcp(options::bind_tcp(bound, opts, true).map_err(named)?));
+                        set.push(Listener::Tcp(
+                            options::bind_tcp(bound, opts, true).map_err(named)?,
+                        ));
                     }
                     out.push(set);
                 }
@@ -141,7 +147,8 @@ impl Listen {
                 for _ in 1..copies {
                     set.push(l.try_clone().map_err(named)?);
                 }
-                set.push(l);
+                // The original (which owns any socket file) serves worker 0.
+                set.insert(0, l);
                 Ok(set)
             })
             .collect()
@@ -188,7 +195,11 @@ impl Listener {
                 Ok(a) => format!("tcp://{a}"),
                 Err(_) => "tcp://?".to_owned(),
             },
-            Listener::Unix(l, _) => match l.local_addr().ok().and_then(|a| a.as_pathname().map(|p| p.to_path_buf())) {
+            Listener::Unix(l, _) => match l
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| p.to_path_buf()))
+            {
                 Some(p) => format!("unix:{}", p.display()),
                 None => "unix:?".to_owned(),
             },
@@ -210,6 +221,3 @@ impl Listener {
         })
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -41,8 +41,16 @@ impl Default for BindOptions {
     }
 }
 
-pub(super) fn bind_tcp(addr: SocketAddr, opts: &BindOptions, reuse_port: bool) -> io::Result<std::net::TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(socket2::Protocol::TCP))?;
+pub(super) fn bind_tcp(
+    addr: SocketAddr,
+    opts: &BindOptions,
+    reuse_port: bool,
+) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
     socket.set_reuse_address(true)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
@@ -82,10 +90,16 @@ fn remove_stale(path: &Path) -> io::Result<()> {
         Err(err) => return Err(err),
     };
     if !meta.file_type().is_socket() {
-        return Err(io::Error::new(io::ErrorKind::AlreadyExists, "path exists and is not a socket"));
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "path exists and is not a socket",
+        ));
     }
     match std::os::unix::net::UnixStream::connect(path) {
-        Ok(_) => Err(io::Error::new(io::ErrorKind::AddrInUse, "another server is listening on this socket")),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "another server is listening on this socket",
+        )),
         Err(_) => std::fs::remove_file(path),
     }
 }
@@ -94,10 +108,16 @@ fn remove_stale(path: &Path) -> io::Result<()> {
 pub(super) fn adopt(fd: RawFd, opts: &BindOptions) -> io::Result<Listener> {
     let socket = Socket::from(sys::adopt_fd(fd)?);
     if !socket.is_listener()? {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "descriptor is not a listening socket"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "descriptor is not a listening socket",
+        ));
     }
     if socket.r#type()? != Type::STREAM {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "descriptor is not a stream socket"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "descriptor is not a stream socket",
+        ));
     }
     socket.set_nonblocking(true)?;
     let local = socket.local_addr()?;
@@ -114,7 +134,12 @@ pub(super) fn adopt(fd: RawFd, opts: &BindOptions) -> io::Result<Listener> {
 /// The sockets systemd passed (sd_listen_fds(3)): `LISTEN_PID` must be this
 /// process, `LISTEN_FDS` counts descriptors from 3, `LISTEN_FDNAMES` names them.
 pub(super) fn systemd(name: Option<&str>, opts: &BindOptions) -> io::Result<Vec<Listener>> {
-    let missing = |what: &str| io::Error::new(io::ErrorKind::NotFound, format!("no sockets from systemd ({what})"));
+    let missing = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no sockets from systemd ({what})"),
+        )
+    };
     let pid = std::env::var("LISTEN_PID").map_err(|_| missing("LISTEN_PID is not set"))?;
     if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
         return Err(missing("LISTEN_PID is another process"));

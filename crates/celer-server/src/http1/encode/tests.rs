@@ -1,27 +1,65 @@
 use super::*;
 
-fn head(status: u16, headers: &[(&str, &str)], exact: Option<u64>, req: ReqFacts) -> (String, Framed) {
+fn head(
+    status: u16,
+    headers: &[(&str, &str)],
+    exact: Option<u64>,
+    req: ReqFacts,
+) -> (String, Framed) {
     let mut map = HeaderMap::new();
     for (k, v) in headers {
-        map.append(http::header::HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+        map.append(
+            http::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
     }
     let mut buf = WriteBuf::default();
-    let framed = encode_head(StatusCode::from_u16(status).unwrap(), &map, exact, req, &None, &mut buf);
+    let framed = encode_head(
+        StatusCode::from_u16(status).unwrap(),
+        &map,
+        exact,
+        req,
+        &None,
+        &mut buf,
+    );
     let text = String::from_utf8(buf.flat().unwrap().to_vec()).unwrap();
     // Drop the date line: it changes every second.
-    let text = text.lines().filter(|l| !l.starts_with("date: ")).collect::<Vec<_>>().join("\n");
+    let text = text
+        .lines()
+        .filter(|l| !l.starts_with("date: "))
+        .collect::<Vec<_>>()
+        .join("\n");
     (text, framed)
 }
 
-const GET11: ReqFacts = ReqFacts { version: Version::HTTP_11, is_head: false, keep_alive: true };
-const HEAD11: ReqFacts = ReqFacts { version: Version::HTTP_11, is_head: true, keep_alive: true };
-const GET10: ReqFacts = ReqFacts { version: Version::HTTP_10, is_head: false, keep_alive: false };
-const GET10_KA: ReqFacts = ReqFacts { version: Version::HTTP_10, is_head: false, keep_alive: true };
+const GET11: ReqFacts = ReqFacts {
+    version: Version::HTTP_11,
+    is_head: false,
+    keep_alive: true,
+};
+const HEAD11: ReqFacts = ReqFacts {
+    version: Version::HTTP_11,
+    is_head: true,
+    keep_alive: true,
+};
+const GET10: ReqFacts = ReqFacts {
+    version: Version::HTTP_10,
+    is_head: false,
+    keep_alive: false,
+};
+const GET10_KA: ReqFacts = ReqFacts {
+    version: Version::HTTP_10,
+    is_head: false,
+    keep_alive: true,
+};
 
 #[test]
 fn known_length() {
     let (text, f) = head(200, &[("content-type", "text/plain")], Some(5), GET11);
-    assert_eq!(text, "HTTP/1.1 200 OK\ncontent-type: text/plain\ncontent-length: 5\n");
+    assert_eq!(
+        text,
+        "HTTP/1.1 200 OK\ncontent-type: text/plain\ncontent-length: 5\n"
+    );
     assert_eq!(f.encoder, Encoder::Length(5));
     assert!(f.keep_alive);
 }
@@ -39,7 +77,10 @@ fn unknown_length_is_chunked_on_11_and_close_delimited_on_10() {
 #[test]
 fn http10_keep_alive_is_announced() {
     let (text, f) = head(200, &[], Some(0), GET10_KA);
-    assert_eq!(text, "HTTP/1.1 200 OK\ncontent-length: 0\nconnection: keep-alive\n");
+    assert_eq!(
+        text,
+        "HTTP/1.1 200 OK\ncontent-length: 0\nconnection: keep-alive\n"
+    );
     assert!(f.keep_alive);
     let (_, f) = head(200, &[], Some(0), GET10);
     assert!(!f.keep_alive);
@@ -47,7 +88,12 @@ fn http10_keep_alive_is_announced() {
 
 #[test]
 fn service_framing_headers_are_replaced() {
-    let (text, f) = head(200, &[("content-length", "99"), ("transfer-encoding", "chunked")], Some(3), GET11);
+    let (text, f) = head(
+        200,
+        &[("content-length", "99"), ("transfer-encoding", "chunked")],
+        Some(3),
+        GET11,
+    );
     assert_eq!(text, "HTTP/1.1 200 OK\ncontent-length: 3\n");
     assert_eq!(f.encoder, Encoder::Length(3));
     // A declared length with a streaming body is trusted and enforced.
@@ -71,7 +117,10 @@ fn no_body_statuses_and_head() {
 #[test]
 fn connection_close_from_the_service_ends_keep_alive() {
     let (text, f) = head(200, &[("connection", "close")], Some(0), GET11);
-    assert_eq!(text, "HTTP/1.1 200 OK\ncontent-length: 0\nconnection: close\n");
+    assert_eq!(
+        text,
+        "HTTP/1.1 200 OK\ncontent-length: 0\nconnection: close\n"
+    );
     assert!(!f.keep_alive);
 }
 
@@ -85,7 +134,10 @@ fn chunked_data_and_trailers() {
     let mut trailers = HeaderMap::new();
     trailers.insert("x-sum", HeaderValue::from_static("1"));
     enc.finish(Some(&trailers), &mut buf).unwrap();
-    let want = format!("5\r\nhello\r\n1a\r\n{}\r\n0\r\nx-sum: 1\r\n\r\n", "x".repeat(26));
+    let want = format!(
+        "5\r\nhello\r\n1a\r\n{}\r\n0\r\nx-sum: 1\r\n\r\n",
+        "x".repeat(26)
+    );
     assert_eq!(buf.flat().unwrap(), want.as_bytes());
 }
 
@@ -93,7 +145,10 @@ fn chunked_data_and_trailers() {
 fn length_is_enforced() {
     let mut buf = WriteBuf::default();
     let mut enc = Encoder::Length(3);
-    assert_eq!(enc.data(Bytes::from_static(b"abcd"), &mut buf), Err(FrameError::TooLong));
+    assert_eq!(
+        enc.data(Bytes::from_static(b"abcd"), &mut buf),
+        Err(FrameError::TooLong)
+    );
     assert_eq!(buf.flat().unwrap(), b"abc");
     let mut enc = Encoder::Length(3);
     enc.data(Bytes::from_static(b"ab"), &mut buf).unwrap();

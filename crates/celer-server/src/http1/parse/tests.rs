@@ -6,7 +6,12 @@ fn check(input: &[u8], limits: &Limits) -> Result<Option<Head>, Reject> {
     let whole = parse_all(input, input.len(), limits);
     for split in 1..input.len() {
         let parts = parse_all(input, split, limits);
-        assert_eq!(summary(&parts), summary(&whole), "split at {split} of {:?}", String::from_utf8_lossy(input));
+        assert_eq!(
+            summary(&parts),
+            summary(&whole),
+            "split at {split} of {:?}",
+            String::from_utf8_lossy(input)
+        );
     }
     whole
 }
@@ -73,28 +78,56 @@ fn simple_get() {
 #[test]
 fn partial_heads_ask_for_more() {
     let limits = Limits::default();
-    for input in ["", "GET", "GET / HTTP/1.1\r\n", "GET / HTTP/1.1\r\nHost: x\r\n"] {
+    for input in [
+        "",
+        "GET",
+        "GET / HTTP/1.1\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\n",
+    ] {
         let mut buf = BytesMut::from(input);
-        assert!(matches!(parse_head(&mut buf, &limits), Ok(Parsed::Partial)), "{input:?}");
+        assert!(
+            matches!(parse_head(&mut buf, &limits), Ok(Parsed::Partial)),
+            "{input:?}"
+        );
     }
 }
 
 #[test]
 fn leaves_the_rest_in_the_buffer() {
     let mut buf = BytesMut::from(&b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\n"[..]);
-    let Ok(Parsed::Complete(_)) = parse_head(&mut buf, &Limits::default()) else { panic!() };
+    let Ok(Parsed::Complete(_)) = parse_head(&mut buf, &Limits::default()) else {
+        panic!()
+    };
     assert_eq!(&buf[..], b"GET /2 HTTP/1.1\r\n");
 }
 
 #[test]
 fn framing() {
     let cases: &[(&str, BodyLen)] = &[
-        ("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", BodyLen::Length(5)),
-        ("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", BodyLen::Empty),
-        ("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\n", BodyLen::Length(5)),
-        ("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", BodyLen::Length(5)),
-        ("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", BodyLen::Chunked),
-        ("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n", BodyLen::Chunked),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n",
+            BodyLen::Length(5),
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+            BodyLen::Empty,
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\n",
+            BodyLen::Length(5),
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+            BodyLen::Length(5),
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+            BodyLen::Chunked,
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n",
+            BodyLen::Chunked,
+        ),
         ("GET / HTTP/1.0\r\n\r\n", BodyLen::Empty),
     ];
     for (input, want) in cases {
@@ -109,36 +142,80 @@ fn connection_semantics() {
     assert!(ok("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").keep_alive);
     assert!(ok("GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n").upgrade);
     assert!(!ok("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n").upgrade);
-    assert!(ok("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n").expect_continue);
-    assert!(!ok("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n").expect_continue);
+    assert!(
+        ok("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
+            .expect_continue
+    );
+    assert!(
+        !ok("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n").expect_continue
+    );
 }
 
 #[test]
 fn request_target_forms() {
-    assert_eq!(ok("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n").request.uri(), "*");
+    assert_eq!(
+        ok("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n").request.uri(),
+        "*"
+    );
     let h = ok("GET http://example.com/p?q HTTP/1.1\r\nHost: example.com\r\n\r\n");
     assert_eq!(h.request.uri().path(), "/p");
     assert_eq!(h.request.uri().host(), Some("example.com"));
-    assert_eq!(ok("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n").request.uri().port_u16(), Some(443));
+    assert_eq!(
+        ok("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+            .request
+            .uri()
+            .port_u16(),
+        Some(443)
+    );
 }
 
 #[test]
 fn rejections() {
     let cases: &[(&str, u16)] = &[
-        ("GET / HTTP/1.1\r\n\r\n", 400),                                   // no Host
-        ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),             // repeated Host
-        ("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400),                      // bad Host
-        ("GET / HTTP/1.1\r\nHost : x\r\n\r\n", 400),                       // space before colon
-        ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400),
-        ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 6\r\n\r\n", 400),
-        ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400),
-        ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\n", 400),
-        ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n", 400),
-        ("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
-        ("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 400),
-        ("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
-        ("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
-        ("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\n\r\n", 400),                       // no Host
+        ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400), // repeated Host
+        ("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400),          // bad Host
+        ("GET / HTTP/1.1\r\nHost : x\r\n\r\n", 400),           // space before colon
+        (
+            "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            400,
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 6\r\n\r\n",
+            400,
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+            400,
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\n",
+            400,
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n",
+            400,
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            400,
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+            400,
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+            501,
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            501,
+        ),
+        (
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            400,
+        ),
         ("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
         ("GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
         ("GET / HTTP/3\r\nHost: x\r\n\r\n", 505),
@@ -147,7 +224,10 @@ fn rejections() {
         ("GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         ("GET /#frag HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         ("G(T / HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-        ("GET / HTTP/1.1\r\nHost: x\r\nExpect: something\r\n\r\n", 417),
+        (
+            "GET / HTTP/1.1\r\nHost: x\r\nExpect: something\r\n\r\n",
+            417,
+        ),
         ("GET / HTTP/1.1\r\nHost: x\r\nBad\x01Name: v\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400),
     ];
@@ -158,22 +238,45 @@ fn rejections() {
 
 #[test]
 fn body_over_the_limit_is_413_before_reading_it() {
-    let limits = Limits { max_body_bytes: Some(10), ..Limits::default() };
-    assert_eq!(err_with("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n", &limits).0, 413);
-    let head = check(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n", &limits);
+    let limits = Limits {
+        max_body_bytes: Some(10),
+        ..Limits::default()
+    };
+    assert_eq!(
+        err_with(
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n",
+            &limits
+        )
+        .0,
+        413
+    );
+    let head = check(
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n",
+        &limits,
+    );
     assert!(matches!(head, Ok(Some(_))));
 }
 
 #[test]
 fn head_size_limits() {
-    let limits = Limits { max_head_bytes: 100, max_uri_bytes: 40, ..Limits::default() };
+    let limits = Limits {
+        max_head_bytes: 100,
+        max_uri_bytes: 40,
+        ..Limits::default()
+    };
     let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(40));
     assert_eq!(err_with(&long_uri, &limits).0, 414);
     let fits_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(39));
     assert!(matches!(check(fits_uri.as_bytes(), &limits), Ok(Some(_))));
-    let big_headers = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n", "b".repeat(100));
+    let big_headers = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n",
+        "b".repeat(100)
+    );
     assert_eq!(err_with(&big_headers, &limits).0, 431);
-    let exactly = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n", "b".repeat(100 - 32));
+    let exactly = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n",
+        "b".repeat(100 - 32)
+    );
     assert_eq!(exactly.len(), 100);
     assert!(matches!(check(exactly.as_bytes(), &limits), Ok(Some(_))));
     let endless_line = format!("GET /{}", "a".repeat(200));
@@ -182,9 +285,25 @@ fn head_size_limits() {
 
 #[test]
 fn header_count_limit() {
-    let limits = Limits { max_headers: 3, ..Limits::default() };
-    assert!(matches!(check(b"GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\n\r\n", &limits), Ok(Some(_))));
-    assert_eq!(err_with("GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", &limits).0, 431);
+    let limits = Limits {
+        max_headers: 3,
+        ..Limits::default()
+    };
+    assert!(matches!(
+        check(
+            b"GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\n\r\n",
+            &limits
+        ),
+        Ok(Some(_))
+    ));
+    assert_eq!(
+        err_with(
+            "GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n",
+            &limits
+        )
+        .0,
+        431
+    );
 }
 
 #[test]

@@ -1,0 +1,212 @@
+//! Each limit at its edge: one byte under is served, one over is refused.
+
+use std::time::Duration;
+
+use celer_server::Limits;
+use celer_test_support::{Raw, exchange, parse_all};
+
+use crate::support::{short_timeouts, start};
+
+async fn status_of(limits: Limits, request: &[u8]) -> u16 {
+    let srv = start(limits).await;
+    let mut c = Raw::connect(srv.addr).await;
+    c.send(request).await;
+    c.response().await.status
+}
+
+fn get_with_header(value_len: usize) -> Vec<u8> {
+    format!(
+        "GET /hello HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n\r\n",
+        "p".repeat(value_len)
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn head_bytes() {
+    let limits = Limits {
+        max_head_bytes: 1024,
+        ..Limits::default()
+    };
+    let fits = get_with_header(1024 - get_with_header(0).len());
+    assert_eq!(fits.len(), 1024);
+    assert_eq!(status_of(limits.clone(), &fits).await, 200);
+    let over = get_with_header(1025 - get_with_header(0).len());
+    assert_eq!(status_of(limits, &over).await, 431);
+}
+
+#[tokio::test]
+async fn header_count() {
+    let limits = Limits {
+        max_headers: 10,
+        ..Limits::default()
+    };
+    let with = |n: usize| {
+        let mut s = "GET /hello HTTP/1.1\r\nHost: x\r\n".to_owned();
+        for i in 1..n {
+            s.push_str(&format!("X-{i}: v\r\n"));
+        }
+        s.push_str("\r\n");
+        s.into_bytes()
+    };
+    assert_eq!(status_of(limits.clone(), &with(10)).await, 200);
+    assert_eq!(status_of(limits, &with(11)).await, 431);
+}
+
+#[tokio::test]
+async fn uri_length() {
+    let limits = Limits {
+        max_uri_bytes: 100,
+        ..Limits::default()
+    };
+    let with = |n: usize| {
+        format!(
+            "GET /echo-path{} HTTP/1.1\r\nHost: x\r\n\r\n",
+            "a".repeat(n - 10)
+        )
+        .into_bytes()
+    };
+    assert_eq!(status_of(limits.clone(), &with(100)).await, 200);
+    assert_eq!(status_of(limits, &with(101)).await, 414);
+}
+
+#[tokio::test]
+async fn body_size_by_content_length() {
+    let limits = Limits {
+        max_body_bytes: Some(1000),
+        ..Limits::default()
+    };
+    let with = |n: usize| {
+        let mut r = format!("POST /collect HTTP/1.1\r\nHost: x\r\nContent-Length: {n}\r\n\r\n")
+            .into_bytes();
+        r.extend(std::iter::repeat_n(b'b', n));
+        r
+    };
+    assert_eq!(status_of(limits.clone(), &with(1000)).await, 200);
+    // Refused from the head alone, before any body byte is read.
+    let srv = start(limits).await;
+    let out = exchange(
+        srv.addr,
+        b"POST /collect HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n",
+    )
+    .await;
+    assert_eq!(parse_all(&out)[0].status, 413);
+}
+
+#[tokio::test]
+async fn body_size_by_chunks() {
+    let limits = Limits {
+        max_body_bytes: Some(1000),
+        ..Limits::default()
+    };
+    let with = |n: usize| {
+        let mut r =
+            b"POST /collect HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        r.extend_from_slice(format!("{:x}\r\n", n - 1).as_bytes());
+        r.extend(std::iter::repeat_n(b'c', n - 1));
+        r.extend_from_slice(b"\r\n1\r\nc\r\n0\r\n\r\n");
+        r
+    };
+    assert_eq!(status_of(limits.clone(), &with(1000)).await, 200);
+    assert_eq!(status_of(limits, &with(1001)).await, 413);
+}
+
+#[tokio::test]
+async fn chunk_extension_bytes() {
+    let limits = Limits {
+        max_chunk_ext_bytes: 64,
+        ..Limits::default()
+    };
+    let with = |n: usize| {
+        format!(
+            "POST /collect HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;{}\r\na\r\n0\r\n\r\n",
+            "e".repeat(n - 1)
+        )
+        .into_bytes()
+    };
+    assert_eq!(status_of(limits.clone(), &with(64)).await, 200);
+    assert_eq!(status_of(limits, &with(65)).await, 400);
+}
+
+#[tokio::test]
+async fn requests_per_connection() {
+    let limits = Limits {
+        max_requests_per_connection: Some(3),
+        ..Limits::default()
+    };
+    let srv = start(limits).await;
+    let mut req = Vec::new();
+    for _ in 0..5 {
+        req.extend_from_slice(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+    }
+    let rs = parse_all(&exchange(srv.addr, &req).await);
+    assert_eq!(rs.len(), 3);
+    assert_eq!(rs[2].header("connection"), Some("close"));
+    assert_eq!(rs[1].header("connection"), None);
+}
+
+#[tokio::test]
+async fn idle_keep_alive_connections_are_closed() {
+    let srv = start(short_timeouts()).await;
+    let mut c = Raw::connect(srv.addr).await;
+    c.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(c.response().await.status, 200);
+    // No request follows: the server closes quietly, without a 408.
+    assert!(c.is_closed().await);
+}
+
+#[tokio::test]
+async fn a_silent_new_connection_is_closed() {
+    let srv = start(short_timeouts()).await;
+    let mut c = Raw::connect(srv.addr).await;
+    assert!(c.is_closed().await);
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_is_dropped() {
+    let srv = start(short_timeouts()).await;
+    let mut c = Raw::connect(srv.addr).await;
+    // Ask for many large responses and never read them.
+    let mut req = Vec::new();
+    for _ in 0..64 {
+        req.extend_from_slice(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
+    }
+    c.send(&req).await;
+    // The server gives up writing; a fresh client is still served.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let mut fresh = Raw::connect(srv.addr).await;
+    fresh.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(fresh.response().await.status, 200);
+    let all = c.read_to_close().await;
+    assert!(
+        all.len() < 64 << 20,
+        "the server stopped before writing everything"
+    );
+}
+
+#[tokio::test]
+async fn a_flood_beyond_the_connection_limit_leaves_the_server_serving() {
+    let limits = Limits {
+        max_connections: 8,
+        ..short_timeouts()
+    };
+    let srv = start(limits).await;
+    // Far more connections than the limit; the kernel queues the excess in
+    // the backlog while accepting pauses.
+    // Each holds a slot with an unfinished head until the head timeout.
+    let mut flood = Vec::new();
+    for _ in 0..64 {
+        let mut c = Raw::connect(srv.addr).await;
+        c.send(b"GET /hello HTTP/1.1\r\n").await;
+        flood.push(c);
+    }
+    // A real client waits its turn: stalled connections time out, slots free
+    // up, and it is served.
+    let mut c = Raw::connect(srv.addr).await;
+    c.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(c.response().await.status, 200);
+    drop(flood);
+    let mut again = Raw::connect(srv.addr).await;
+    again.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(again.response().await.status, 200);
+}

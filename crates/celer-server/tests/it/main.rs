@@ -1,0 +1,9 @@
+//! Wire tests for the engine: real loopback sockets, exact bytes.
+
+mod clients;
+mod errors;
+mod limits;
+mod server;
+mod shutdown;
+mod support;
+mod wire;

@@ -1,0 +1,195 @@
+//! Test services and a server on 127.0.0.1:0.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use celer_server::listen::BindOptions;
+use celer_server::{Incoming, Limits, Listen, Server, Shutdown};
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+
+pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
+
+pub(crate) struct TestServer {
+    pub(crate) addr: SocketAddr,
+    pub(crate) shutdown: Shutdown,
+    pub(crate) task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+pub(crate) async fn start(limits: Limits) -> TestServer {
+    start_on("tcp://127.0.0.1:0", limits).await
+}
+
+pub(crate) async fn start_on(listen: &str, limits: Limits) -> TestServer {
+    // Without TCP_DEFER_ACCEPT, so silent connections reach the engine.
+    let bound = Server::builder()
+        .listen(Listen::parse(listen).unwrap())
+        .limits(limits)
+        .bind_options(BindOptions {
+            defer_accept: None,
+            ..BindOptions::default()
+        })
+        .bind()
+        .expect("bind");
+    let addr = bound
+        .tcp_addr()
+        .unwrap_or_else(|| "127.0.0.1:9".parse().unwrap());
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(bound.serve(tower::service_fn(route), shutdown.clone()));
+    TestServer {
+        addr,
+        shutdown,
+        task,
+    }
+}
+
+pub(crate) async fn start_default() -> TestServer {
+    start(Limits::default()).await
+}
+
+pub(crate) fn full(data: impl Into<Bytes>) -> Body {
+    Full::new(data.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut res = Response::new(full(body));
+    *res.status_mut() = status;
+    res
+}
+
+/// The routes every wire test uses.
+async fn route(mut req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let res = match path.as_str() {
+        "/hello" => text(StatusCode::OK, "Hello, World!"),
+        // The path and query back, to check ordering of pipelined answers.
+        p if p.starts_with("/echo-path") => text(StatusCode::OK, req.uri().to_string()),
+        // Method, version and headers, one per line.
+        "/describe" => {
+            let mut s = format!("{} {:?}\n", req.method(), req.version());
+            for (k, v) in req.headers() {
+                s.push_str(&format!("{k}: {}\n", v.to_str().unwrap_or("?")));
+            }
+            text(StatusCode::OK, s)
+        }
+        // Collects the body and answers its length and trailers.
+        "/collect" => match req.into_body().collect().await {
+            Ok(c) => {
+                let trailers = c.trailers().cloned();
+                let bytes = c.to_bytes();
+                let mut s = format!("len={}", bytes.len());
+                if let Some(t) = trailers {
+                    for (k, v) in &t {
+                        s.push_str(&format!(" {k}={}", v.to_str().unwrap_or("?")));
+                    }
+                }
+                text(StatusCode::OK, s)
+            }
+            Err(e) if e.is_body_too_large() => text(StatusCode::PAYLOAD_TOO_LARGE, "too large"),
+            Err(e) => text(StatusCode::BAD_REQUEST, e.to_string()),
+        },
+        // Streams the request body straight back as the response body.
+        "/echo" => {
+            let body = req.into_body().map_err(std::io::Error::from).boxed();
+            Response::new(body)
+        }
+        // Answers without reading the body.
+        "/ignore" => text(StatusCode::OK, "ignored"),
+        // A chunked response of three frames plus trailers.
+        "/stream" => {
+            let mut t = http::HeaderMap::new();
+            t.insert("x-checksum", HeaderValue::from_static("abc"));
+            Response::new(frames(vec![
+                Frame::data(Bytes::from_static(b"one,")),
+                Frame::data(Bytes::from_static(b"two,")),
+                Frame::data(Bytes::from_static(b"three")),
+                Frame::trailers(t),
+            ]))
+        }
+        // A large body, to exercise vectored writes.
+        "/big" => text(StatusCode::OK, Bytes::from(vec![b'z'; 1 << 20])),
+        // Sleeps, then answers: a request in flight during shutdown.
+        "/slow" => {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            text(StatusCode::OK, "slow done")
+        }
+        // Declares more than it sends: the engine must not keep the
+        // connection alive with broken framing.
+        "/short" => {
+            let mut res = Response::new(frames(vec![Frame::data(Bytes::from_static(b"abc"))]));
+            res.headers_mut()
+                .insert("content-length", HeaderValue::from_static("10"));
+            res
+        }
+        "/close" => {
+            let mut res = text(StatusCode::OK, "bye");
+            res.headers_mut()
+                .insert("connection", HeaderValue::from_static("close"));
+            res
+        }
+        // Switches protocols and echoes bytes upper-cased on the raw stream.
+        "/upgrade" => {
+            let on = celer_server::upgrade::on(&mut req);
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                if let Ok(mut io) = on.await {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n) = io.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        buf[..n].make_ascii_uppercase();
+                        if io.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            });
+            let mut res = Response::new(full(Bytes::new()));
+            *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            res.headers_mut()
+                .insert("connection", HeaderValue::from_static("upgrade"));
+            res.headers_mut()
+                .insert("upgrade", HeaderValue::from_static("shout"));
+            res
+        }
+        _ => text(StatusCode::NOT_FOUND, "not found"),
+    };
+    Ok(res)
+}
+
+/// A body of ready frames and no known length.
+fn frames(items: Vec<Frame<Bytes>>) -> Body {
+    Frames(items.into_iter()).boxed()
+}
+
+struct Frames(std::vec::IntoIter<Frame<Bytes>>);
+
+impl http_body::Body for Frames {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        std::task::Poll::Ready(self.0.next().map(Ok))
+    }
+}
+
+/// Short timeouts for tests that wait for one to fire.
+pub(crate) fn short_timeouts() -> Limits {
+    Limits {
+        head_timeout: Duration::from_millis(300),
+        body_timeout: Duration::from_millis(300),
+        keep_alive_timeout: Duration::from_millis(300),
+        write_timeout: Duration::from_millis(300),
+        shutdown_timeout: Duration::from_secs(5),
+        ..Limits::default()
+    }
+}
