@@ -1,3 +1,147 @@
-//! The `celer` binary.
+//! The `celer` binary: `celer serve` and `celer bench`.
+//!
+//! This file parses the command line, sets up logging and dispatches; each
+//! subcommand lives in its own module. Errors print as one line, `celer:
+//! error: ...`, and exit with 2 when the command line is at fault (as clap
+//! does for its own errors) or 1 otherwise.
 
-fn main() {}
+mod serve;
+mod units;
+
+use std::fmt;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Celer: a web server, a web framework and a load generator.
+#[derive(Debug, Parser)]
+#[command(name = "celer", version, propagate_version = true)]
+struct Cli {
+    /// Log filter: error, warn, info, debug, trace, or tracing directives
+    /// such as `celer=debug`. Overrides RUST_LOG.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    log_level: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve a directory, or the embedded welcome site, over HTTP/1.1.
+    Serve(serve::ServeArgs),
+    /// Load a server and report throughput and latency percentiles.
+    Bench(celer_bench::BenchArgs),
+}
+
+/// An error the user fixes by changing the command line; exits 2.
+#[derive(Debug)]
+pub(crate) struct Usage(pub(crate) String);
+
+impl fmt::Display for Usage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return clap_exit(&err),
+    };
+    init_logging(cli.log_level.as_deref());
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(&args),
+        Command::Bench(args) => bench(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("celer: error: {}", one_line(&format!("{err:#}")));
+            if err.downcast_ref::<Usage>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// `celer bench`: a thin front end over `celer_bench`.
+fn bench(args: celer_bench::BenchArgs) -> anyhow::Result<ExitCode> {
+    celer_bench::run(args).map_err(|err| {
+        if err.is_usage() {
+            Usage(err.to_string()).into()
+        } else {
+            anyhow::Error::new(err)
+        }
+    })
+}
+
+/// Prints help and version as clap does; shortens usage errors to one line.
+fn clap_exit(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            ExitCode::from(err.exit_code() as u8)
+        }
+        _ => {
+            let text = err.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("celer: error: {first} (see '{} --help')", command_of(&text));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The command a clap error is about, from its `Usage:` line: `celer serve`.
+fn command_of(rendered: &str) -> String {
+    let usage = rendered
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "));
+    let words: Vec<&str> = usage
+        .unwrap_or("celer")
+        .split_whitespace()
+        .take_while(|w| !w.starts_with(['[', '<']))
+        .collect();
+    if words.is_empty() {
+        "celer".to_owned()
+    } else {
+        words.join(" ")
+    }
+}
+
+/// Joins a multi-line message into one line.
+fn one_line(msg: &str) -> String {
+    msg.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Logs to stderr; `--log-level` wins over RUST_LOG, and the default is
+/// `info`.
+fn init_logging(level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level),
+        None => EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new("info")),
+    };
+    let filter = filter.unwrap_or_else(|err| {
+        eprintln!("celer: warning: ignoring log filter: {err}");
+        EnvFilter::new("info")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,233 @@
+//! `celer serve`: a directory or the embedded welcome site, on the engine.
+//!
+//! The command line maps one to one onto `celer_server::Builder`, `Limits`
+//! and `BindOptions`; defaults shown by `--help` are the engine's own
+//! constants. Binding happens before serving, so a bad address fails at
+//! once with exit status 2. The start-up line (`celer: listening on
+//! tcp://127.0.0.1:8080 (...)`) is printed once the signal handlers are in
+//! place, with the real ports, and scripts may parse it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use celer_apps::{StaticSite, Welcome};
+use celer_server::limits::{self, Limits};
+use celer_server::listen::{BACKLOG, BindOptions};
+use celer_server::{Listen, Server, Threading};
+use http::HeaderValue;
+
+use crate::Usage;
+use crate::units::{Secs, Size};
+
+/// Listen address used when no `--listen` is given.
+const DEFAULT_LISTEN: &str = "tcp://127.0.0.1:8080";
+
+/// Arguments of `celer serve`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Sizes take a binary unit: 4096, 64k, 16MiB. Durations are seconds or take a \
+unit: 30, 0.5, 500ms, 2m.
+
+SIGTERM or SIGINT stops accepting, lets requests in flight finish (up to \
+--shutdown-timeout), closes idle connections and exits 0.
+
+Examples:
+  celer serve
+  celer serve --root ./public --listen tcp://0.0.0.0:8080 --listen tcp://[::]:8080
+  celer serve --root /srv/www --listen unix:/run/celer.sock --unix-mode 660")]
+pub(crate) struct ServeArgs {
+    /// Directory to serve. Without it, the embedded welcome site is served.
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+
+    /// Where to listen: tcp://HOST:PORT (IPv6 in brackets), unix:PATH, fd:N,
+    /// systemd or systemd:NAME. Repeat to listen on several.
+    #[arg(long = "listen", value_name = "URL", default_value = DEFAULT_LISTEN)]
+    listen: Vec<Listen>,
+
+    /// Worker threads [default: the number of CPUs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    workers: Option<u16>,
+
+    /// Threading model: one runtime and SO_REUSEPORT listener per worker, or
+    /// one work-stealing runtime.
+    #[arg(long, value_enum, value_name = "MODEL", default_value_t = ThreadingArg::PerCore)]
+    threading: ThreadingArg,
+
+    /// Value of the Server response header.
+    #[arg(long, value_name = "STR", default_value = "celer", value_parser = header_value)]
+    server_header: HeaderValue,
+
+    /// Send no Server header.
+    #[arg(long, conflicts_with = "server_header")]
+    no_server_header: bool,
+
+    /// Most connections open at once; at the limit, accepting pauses and new
+    /// clients wait in the backlog.
+    #[arg(long, value_name = "N", default_value_t = limits::MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+
+    /// Largest request body; larger ones get 413. 0 turns the limit off.
+    #[arg(long, value_name = "BYTES", default_value_t = Size(limits::MAX_BODY_BYTES))]
+    max_body: Size,
+
+    /// Largest request head (request line and headers); larger ones get 431.
+    #[arg(long, value_name = "BYTES", default_value_t = Size(limits::MAX_HEAD_BYTES as u64))]
+    max_head: Size,
+
+    /// Time allowed for a request head to arrive once it has begun (slowloris
+    /// guard); a late head gets 408.
+    #[arg(long, value_name = "SECS", default_value_t = Secs(limits::HEAD_TIMEOUT))]
+    head_timeout: Secs,
+
+    /// Time allowed without progress while a request body is read.
+    #[arg(long, value_name = "SECS", default_value_t = Secs(limits::BODY_TIMEOUT))]
+    body_timeout: Secs,
+
+    /// Time an idle keep-alive connection stays open.
+    #[arg(long, value_name = "SECS", default_value_t = Secs(limits::KEEP_ALIVE_TIMEOUT))]
+    keep_alive_timeout: Secs,
+
+    /// Time allowed without progress while writing to a client that does not
+    /// read.
+    #[arg(long, value_name = "SECS", default_value_t = Secs(limits::WRITE_TIMEOUT))]
+    write_timeout: Secs,
+
+    /// Time requests in flight get to finish after SIGTERM or SIGINT.
+    #[arg(long, value_name = "SECS", default_value_t = Secs(limits::SHUTDOWN_TIMEOUT))]
+    shutdown_timeout: Secs,
+
+    /// Close a connection after this many requests; 0 for no limit.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    max_requests_per_connection: u64,
+
+    /// Listen backlog: connections the kernel queues before they are
+    /// accepted.
+    #[arg(long, value_name = "N", default_value_t = BACKLOG,
+          value_parser = clap::value_parser!(i32).range(1..))]
+    backlog: i32,
+
+    /// File mode of UNIX sockets the server creates, in octal (e.g. 660)
+    /// [default: from the umask].
+    #[arg(long, value_name = "OCTAL", value_parser = octal_mode)]
+    unix_mode: Option<u32>,
+}
+
+/// `--threading` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ThreadingArg {
+    /// One current-thread runtime and SO_REUSEPORT listener per worker.
+    PerCore,
+    /// One multi-thread runtime whose workers steal tasks.
+    WorkStealing,
+}
+
+/// Runs `celer serve` until SIGTERM or SIGINT.
+pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let site = match &args.root {
+        Some(root) => Some(StaticSite::new(root).map_err(|err| Usage(format!("--root {err}")))?),
+        None => None,
+    };
+    match celer_server::raise_fd_limit() {
+        Ok(n) => tracing::debug!(target: "celer::serve", limit = n, "open file limit"),
+        Err(err) => {
+            tracing::warn!(target: "celer::serve", error = %err, "cannot raise the open file limit")
+        }
+    }
+    let bound = builder(args)
+        .bind()
+        .map_err(|err| Usage(format!("cannot listen on {err}")))?;
+    let serving = match &site {
+        Some(site) => format!("serving {}", site.root().display()),
+        None => "serving the embedded welcome site".to_owned(),
+    };
+    let ready = format!(
+        "celer: listening on {} ({serving})",
+        bound.local_specs().join(", ")
+    );
+    let signal = shutdown_signal(ready);
+    match site {
+        Some(site) => bound.run(site, signal),
+        None => bound.run(Welcome::new(), signal),
+    }
+    .context("server failed")?;
+    tracing::info!(target: "celer::serve", "stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The engine configured from the command line.
+fn builder(args: &ServeArgs) -> celer_server::Builder {
+    let mut builder = Server::builder()
+        .limits(limits_of(args))
+        .server_header((!args.no_server_header).then(|| args.server_header.clone()))
+        .threading(match args.threading {
+            ThreadingArg::PerCore => Threading::PerCore,
+            ThreadingArg::WorkStealing => Threading::WorkStealing,
+        })
+        .bind_options(BindOptions {
+            backlog: args.backlog,
+            unix_mode: args.unix_mode,
+            ..BindOptions::default()
+        });
+    if let Some(n) = args.workers {
+        builder = builder.workers(n.into());
+    }
+    for listen in &args.listen {
+        builder = builder.listen(listen.clone());
+    }
+    builder
+}
+
+fn limits_of(args: &ServeArgs) -> Limits {
+    Limits {
+        max_head_bytes: usize::try_from(args.max_head.0).unwrap_or(usize::MAX),
+        max_body_bytes: (args.max_body.0 != 0).then_some(args.max_body.0),
+        max_connections: args.max_connections as usize,
+        max_requests_per_connection: (args.max_requests_per_connection != 0)
+            .then_some(args.max_requests_per_connection),
+        head_timeout: args.head_timeout.0,
+        body_timeout: args.body_timeout.0,
+        keep_alive_timeout: args.keep_alive_timeout.0,
+        write_timeout: args.write_timeout.0,
+        shutdown_timeout: args.shutdown_timeout.0,
+        ..Limits::default()
+    }
+}
+
+/// Resolves on the first SIGTERM or SIGINT. The handlers are installed on
+/// the first poll, before the start-up line is printed, so a signal sent by
+/// whoever reads that line is always caught.
+async fn shutdown_signal(ready: String) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let handlers =
+        signal(SignalKind::terminate()).and_then(|t| Ok((t, signal(SignalKind::interrupt())?)));
+    eprintln!("{ready}");
+    let (mut term, mut int) = match handlers {
+        Ok(handlers) => handlers,
+        Err(err) => {
+            tracing::error!(target: "celer::serve", error = %err, "cannot catch SIGTERM and SIGINT");
+            return std::future::pending().await;
+        }
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    tracing::info!(target: "celer::serve", signal = name, "shutting down gracefully");
+}
+
+fn header_value(s: &str) -> Result<HeaderValue, String> {
+    HeaderValue::from_str(s).map_err(|_| format!("{s:?} is not a valid header value"))
+}
+
+fn octal_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode <= 0o7777 => Ok(mode),
+        _ => Err(format!(
+            "{s:?} is not an octal file mode (such as 660 or 0600)"
+        )),
+    }
+}
