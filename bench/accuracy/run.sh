@@ -34,6 +34,10 @@ if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
     [ "$(id -u)" = 0 ] || die "wrk and nginx are needed: apt-get install wrk nginx"
     apt-get update -qq && apt-get install -y -qq wrk nginx >/dev/null
 fi
+if [ ! -x /usr/bin/time ]; then
+    [ "$(id -u)" = 0 ] || die "/usr/bin/time is needed: apt-get install time"
+    apt-get install -y -qq time >/dev/null
+fi
 command -v taskset >/dev/null || die "taskset not found (util-linux)"
 command -v python3 >/dev/null || die "python3 not found"
 [ "$(nproc)" -ge 2 ] || die "needs at least 2 CPUs"
@@ -59,10 +63,15 @@ wait_port() {
 }
 
 mkdir -p "$tmp/www" "$tmp/tmp"
+# nginx workers run as an unprivileged user: the files must be readable.
+chmod 755 "$tmp" "$tmp/www"
 head -c 612 /dev/zero | tr '\0' 'x' >"$tmp/www/index.html"
+chmod 644 "$tmp/www/index.html"
 taskset -c 0 nginx -p "$tmp/" -c "$here/nginx.conf" -e "$tmp/error.log" &
 pids+=($!)
 wait_port "$PORT"
+status=$(taskset -c 1 "$BENCH" -q --json -n 1 "$URL" | python3 -c 'import json,sys; print(",".join(json.load(sys.stdin)["run"]["status"]))')
+[ "$status" = 200 ] || die "nginx answers $status, not 200; see $tmp/error.log"
 
 # wrk prints latencies as 45.00us, 1.23ms, 1.00s or 2.00m; this gives µs.
 to_us() {
@@ -72,30 +81,38 @@ to_us() {
         printf "%.2f", n * f }'
 }
 
+# CPU share of one core the load generator used: (user + sys) / wall.
+cpu_share() {
+    awk -v d="$DURATION" '/^TIME/ { printf "%.0f%%", ($2 + $3) / d * 100 }' "$tmp/time"
+}
+
 run_wrk() {
-    local out
-    out=$(taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$URL")
-    local rps p50
+    local out rps p50
+    out=$(/usr/bin/time -o "$tmp/time" -f "TIME %U %S" \
+        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$URL")
     rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
     p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
-    echo "$rps $(to_us "$p50")"
+    echo "$rps $(to_us "$p50") $(cpu_share)"
 }
 
 run_celer() {
-    taskset -c 1 "$BENCH" -q --json -t1 -c"$CONNS" -d"${DURATION}s" "$URL" |
-        python3 -c 'import json,sys; r=json.load(sys.stdin)["run"]; print("%.2f %.2f" % (r["requests_per_sec"], r["latency_us"]["p50"]))'
+    local out
+    out=$(/usr/bin/time -o "$tmp/time" -f "TIME %U %S" \
+        taskset -c 1 "$BENCH" -q --json -t1 -c"$CONNS" -d"${DURATION}s" "$URL" |
+        python3 -c 'import json,sys; r=json.load(sys.stdin)["run"]; print("%.2f %.2f" % (r["requests_per_sec"], r["latency_us"]["p50"]))')
+    echo "$out $(cpu_share)"
 }
 
 echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}'), celer bench $(cd "$root" && git rev-parse --short HEAD)"
 echo "closed loop: -t1 -c$CONNS -d${DURATION}s $URL, nginx on CPU 0, load generator on CPU 1, $REPEATS repeats"
 taskset -c 1 wrk -t1 -c"$CONNS" -d1s "$URL" >/dev/null # warm-up
-printf '%-8s %-6s %14s %12s\n' repeat tool req/s p50_us
+printf '%-8s %-6s %14s %12s %10s\n' repeat tool req/s p50_us client_cpu
 results="$tmp/results"
 for rep in $(seq "$REPEATS"); do
     if [ $((rep % 2)) = 1 ]; then order="wrk celer"; else order="celer wrk"; fi
     for tool in $order; do
-        read -r rps p50 < <("run_$tool")
-        printf '%-8s %-6s %14s %12s\n' "$rep" "$tool" "$rps" "$p50"
+        read -r rps p50 cpu < <("run_$tool")
+        printf '%-8s %-6s %14s %12s %10s\n' "$rep" "$tool" "$rps" "$p50" "$cpu"
         echo "$tool $rps $p50" >>"$results"
     done
 done
