@@ -23,7 +23,10 @@
 //! - `conn`: the hot loop: write pre-encoded bytes, read into a reusable
 //!   buffer, parse in place with `parse`, record. No allocation per request.
 //! - `parse`: strict, sans-IO HTTP/1.1 response head and body framing
-//!   (Content-Length, chunked, close-delimited).
+//!   (Content-Length, chunked, close-delimited). It is deliberately separate
+//!   from celer-server's request codec: the bench must not depend on the
+//!   server it measures, and a response parser shares little with a request
+//!   parser beyond httparse, which both use.
 //! - `stats`: HDR histograms (ns), status and error counts, per-second timeline.
 //! - `procfs`: server CPU time and RSS from /proc for `--pid`.
 //! - `hang`: the hanging-connection mode.
