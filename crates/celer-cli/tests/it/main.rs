@@ -1,0 +1,10 @@
+//! End-to-end tests of the `celer` binary, driven by real clients (curl and
+//! Python's `http.client`) over loopback and UNIX sockets.
+//!
+//! Every wait is bounded by a deadline; no test asserts on a duration.
+
+mod cli;
+mod serve_static;
+mod shutdown;
+mod support;
+mod welcome;
