@@ -143,6 +143,7 @@ pub fn measure(args: &BenchArgs) -> Result<Report, Error> {
         output.hang = Some(hang::run_hang(&plan, n, idle, &processes)?);
     } else if !args.sweep.is_empty() {
         output.mode = "sweep";
+        output.settings.sweep_levels = args.sweep.len();
         let mut levels = Vec::with_capacity(args.sweep.len());
         for (idx, &connections) in args.sweep.iter().enumerate() {
             if idx > 0 {

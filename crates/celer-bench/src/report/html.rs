@@ -20,7 +20,7 @@ pub(crate) fn render(output: &Output) -> String {
          <style>{STYLE}</style></head><body><h1>{}</h1><p>{}</p>",
         escape(&title),
         escape(&title),
-        escape(&describe(&output.settings))
+        escape(&describe(output))
     );
     if let Some(run) = &output.run {
         page.push_str(&figure(&latency_chart(run)));

@@ -58,6 +58,9 @@ pub(crate) struct Settings {
     pub(crate) pipeline: u32,
     pub(crate) timeout_s: f64,
     pub(crate) tls: bool,
+    /// Number of sweep levels; 0 outside sweeps.
+    #[serde(skip)]
+    pub(crate) sweep_levels: usize,
 }
 
 impl Settings {
@@ -74,6 +77,7 @@ impl Settings {
             pipeline: plan.pipeline,
             timeout_s: plan.timeout.as_secs_f64(),
             tls: plan.tls.is_some(),
+            sweep_levels: 0,
         }
     }
 }
@@ -318,19 +322,25 @@ fn status_map(stats: &Stats) -> BTreeMap<u16, u64> {
         .collect()
 }
 
-/// The per-second timeline, cut to the measured seconds.
+/// The per-second timeline over the measured seconds; the few responses
+/// that complete just after the last whole second (requests in flight at the
+/// deadline) are counted in that last second.
 fn timeline(stats: &Stats, elapsed: f64) -> Vec<TimelinePoint> {
-    let seconds = (elapsed.ceil() as usize).max(1);
-    stats
-        .timeline
-        .iter()
-        .take(seconds)
-        .enumerate()
-        .map(|(second, s)| TimelinePoint {
-            second,
-            responses: s.responses,
-            errors: s.errors,
-            bytes: s.bytes,
-        })
-        .collect()
+    let seconds = (elapsed.round() as usize).max(1);
+    let mut points: Vec<TimelinePoint> = Vec::with_capacity(seconds);
+    for (second, s) in stats.timeline.iter().enumerate() {
+        if second < seconds {
+            points.push(TimelinePoint {
+                second,
+                responses: s.responses,
+                errors: s.errors,
+                bytes: s.bytes,
+            });
+        } else if let Some(last) = points.last_mut() {
+            last.responses += s.responses;
+            last.errors += s.errors;
+            last.bytes += s.bytes;
+        }
+    }
+    points
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 const WIDTH: f64 = 720.0;
 const HEIGHT: f64 = 320.0;
 const LEFT: f64 = 80.0;
-const RIGHT: f64 = 20.0;
+const RIGHT: f64 = 44.0;
 const TOP: f64 = 36.0;
 const BOTTOM: f64 = 48.0;
 const COLOURS: [&str; 4] = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"];

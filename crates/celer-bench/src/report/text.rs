@@ -40,8 +40,27 @@ pub(crate) fn bytes(n: f64) -> String {
     format!("{value:.2} {}", UNITS[unit])
 }
 
-/// One line describing the settings.
-pub(crate) fn describe(settings: &Settings) -> String {
+/// One line describing the run.
+pub(crate) fn describe(output: &Output) -> String {
+    let settings = &output.settings;
+    if let Some(hang) = &output.hang {
+        return format!(
+            "{} idle keep-alive connections held for {}s",
+            hang.connections, hang.idle_s
+        );
+    }
+    let mut line = describe_load(settings);
+    if let Some(levels) = &output.sweep {
+        let levels: Vec<String> = levels.iter().map(|l| l.connections.to_string()).collect();
+        line = format!(
+            "sweep over {} connections; each level: {line}",
+            levels.join(", ")
+        );
+    }
+    line
+}
+
+fn describe_load(settings: &Settings) -> String {
     let how_long = match (settings.duration_s, settings.requests) {
         (Some(d), Some(n)) => format!("{d}s or {} requests", count(n)),
         (Some(d), None) => format!("{d}s"),
@@ -119,7 +138,7 @@ fn status_line(run: &RunReport) -> String {
 pub(crate) fn terminal(output: &Output) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "celer bench {}", output.settings.urls.join(", "));
-    let _ = writeln!(out, "  {}", describe(&output.settings));
+    let _ = writeln!(out, "  {}", describe(output));
     if let Some(run) = &output.run {
         terminal_run(&mut out, run);
     }
@@ -288,7 +307,7 @@ fn terminal_hang(out: &mut String, hang: &HangReport) {
 pub(crate) fn markdown(output: &Output) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## celer bench {}\n", output.settings.urls.join(", "));
-    let _ = writeln!(out, "{}\n", describe(&output.settings));
+    let _ = writeln!(out, "{}\n", describe(output));
     if let Some(run) = &output.run {
         markdown_run(&mut out, run);
     }
