@@ -127,7 +127,7 @@ fn json_report_has_the_documented_shape() {
 #[test]
 fn html_and_markdown_reports_are_self_contained() {
     let server = serve(Reply::Fixed(ok()));
-    let report = celer_bench::measure(&args(&["-d", "1200ms", "-c", "2", &server.url()])).unwrap();
+    let report = celer_bench::measure(&args(&["-d", "1600ms", "-c", "2", &server.url()])).unwrap();
     let html = report.to_html();
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.matches("<svg").count() >= 2);
