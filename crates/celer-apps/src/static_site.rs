@@ -10,7 +10,7 @@
 //!    open descriptor, and the response built from that.
 //!
 //! Conditional requests, ranges and ETags will go between 3 and the
-//! response (see `common::respond`).
+//! response (see `common::respond`); the request head is kept for them.
 
 use std::convert::Infallible;
 use std::io;
@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
@@ -115,8 +116,10 @@ impl<B> Service<Request<B>> for StaticSite {
     }
 
     fn call(&mut self, req: Request<B>) -> ResponseFuture {
-        let checked = Read::from_method(req.method()).and_then(|read| {
-            let path = SafePath::parse(req.uri().path(), self.inner.hidden)?;
+        // The head moves into the future (no copy); the body is never read.
+        let (head, _body) = req.into_parts();
+        let checked = Read::from_method(&head.method).and_then(|read| {
+            let path = SafePath::parse(head.uri.path(), self.inner.hidden)?;
             Ok((read, path))
         });
         let (read, path) = match checked {
@@ -125,7 +128,7 @@ impl<B> Service<Request<B>> for StaticSite {
         };
         let config = self.inner.clone();
         ResponseFuture::boxed(async move {
-            match config.serve(read, &path).await {
+            match config.serve(read, &path, &head).await {
                 Ok(res) => res,
                 Err(answer) => answer.into_response(),
             }
@@ -134,21 +137,31 @@ impl<B> Service<Request<B>> for StaticSite {
 }
 
 impl Config {
-    async fn serve(&self, read: Read, path: &SafePath) -> Result<Response<Body>, Answer> {
-        let target = self.resolve(path).await?;
+    async fn serve(
+        &self,
+        read: Read,
+        path: &SafePath,
+        head: &Parts,
+    ) -> Result<Response<Body>, Answer> {
+        let target = self.resolve(path, head.uri.query()).await?;
         let rep = open(&target).await?;
         Ok(respond::representation(read, rep))
     }
 
     /// Finds the file for `path`, or the answer when there is none.
-    async fn resolve(&self, path: &SafePath) -> Result<Target, Answer> {
+    async fn resolve(&self, path: &SafePath, query: Option<&str>) -> Result<Target, Answer> {
         let real = self.confine(&self.root.join(path.relative())).await?;
         let meta = tokio::fs::metadata(&real)
             .await
             .map_err(|err| io_answer(&err))?;
         if meta.is_dir() {
             if !path.dir_form {
-                return Err(Answer::ToDirectory(path.dir_href()));
+                let mut href = path.dir_href();
+                if let Some(query) = query {
+                    href.push('?');
+                    href.push_str(query);
+                }
+                return Err(Answer::ToDirectory(href));
             }
             let index = self.confine(&real.join(INDEX)).await?;
             let meta = tokio::fs::metadata(&index)

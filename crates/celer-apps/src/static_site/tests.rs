@@ -94,6 +94,8 @@ async fn directories_serve_their_index() {
     let got = get(&f.site, "/docs").await;
     assert_eq!(got.status, StatusCode::MOVED_PERMANENTLY);
     assert_eq!(got.headers[header::LOCATION], "/docs/");
+    let got = get(&f.site, "/docs?lang=en&x=%2F").await;
+    assert_eq!(got.headers[header::LOCATION], "/docs/?lang=en&x=%2F");
     assert_eq!(get(&f.site, "/empty/").await.status, StatusCode::NOT_FOUND);
     assert_eq!(get(&f.site, "/a.txt/").await.status, StatusCode::NOT_FOUND);
 }
