@@ -74,6 +74,10 @@ use self::types::TypeRegistry;
 /// The most parameters one rule can have.
 pub const MAX_PARAMS: usize = 16;
 
+/// The longest path, in bytes, that the router matches; longer paths match
+/// no rule (servers refuse such request targets long before this).
+pub const MAX_PATH: usize = u16::MAX as usize;
+
 /// Maps request paths to values through typed rules.
 ///
 /// ```
@@ -256,21 +260,22 @@ impl<T> Router<T> {
         mut accept: impl FnMut(&T) -> bool,
     ) -> Option<Match<'r, 'p, T>> {
         let mut found = None;
-        let _ = self.root.walk(path, &mut |leaf, raw| {
+        let mut raw = RawParams::EMPTY;
+        let _ = self.root.walk(path, &mut raw, &mut |leaf, _| {
             if !accept(&leaf.value) {
                 return ControlFlow::Continue(());
             }
-            found = Some(Match {
-                value: &leaf.value,
-                params: Params {
-                    names: &leaf.names,
-                    path,
-                    raw: *raw,
-                },
-            });
+            found = Some(leaf);
             ControlFlow::Break(())
         });
-        found
+        found.map(|leaf| Match {
+            value: &leaf.value,
+            params: Params {
+                names: &leaf.names,
+                path,
+                raw,
+            },
+        })
     }
 
     /// Calls `visit` on every match of `path`, in priority order, until it
@@ -290,16 +295,18 @@ impl<T> Router<T> {
         path: &'p str,
         mut visit: impl FnMut(Match<'r, 'p, T>) -> ControlFlow<()>,
     ) {
-        let _ = self.root.walk(path, &mut |leaf, raw| {
-            visit(Match {
-                value: &leaf.value,
-                params: Params {
-                    names: &leaf.names,
-                    path,
-                    raw: *raw,
-                },
-            })
-        });
+        let _ = self
+            .root
+            .walk(path, &mut RawParams::EMPTY, &mut |leaf, raw| {
+                visit(Match {
+                    value: &leaf.value,
+                    params: Params {
+                        names: &leaf.names,
+                        path,
+                        raw: *raw,
+                    },
+                })
+            });
     }
 
     pub(crate) fn types(&self) -> &TypeRegistry {

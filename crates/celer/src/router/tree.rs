@@ -9,16 +9,14 @@
 //! path and on the children tried per segment, not on the number of routes.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use percent_encoding::percent_decode_str;
 
-use super::MAX_PARAMS;
 use super::rule::{Mixed, Piece, Rule, Segment, Tail};
 use super::types::ParamKind;
+use super::{MAX_PARAMS, MAX_PATH};
 
 /// Static children are indexed by a hash map beyond this many.
 const LINEAR_STATICS: usize = 8;
@@ -26,7 +24,7 @@ const LINEAR_STATICS: usize = 8;
 #[derive(Clone)]
 pub(crate) struct Node<T> {
     statics: Vec<(Box<str>, Node<T>)>,
-    static_index: Option<HashMap<Box<str>, usize, BuildHasherDefault<FxHasher>>>,
+    static_index: Option<StaticIndex>,
     typed: Vec<(Matcher, Node<T>)>,
     tails: Vec<(Tail, Leaf<T>)>,
     leaves: Vec<Leaf<T>>,
@@ -49,7 +47,7 @@ enum Matcher {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RawParams {
     len: u8,
-    ranges: [(u32, u32); MAX_PARAMS],
+    ranges: [(u16, u16); MAX_PARAMS],
 }
 
 // ===== impl RawParams =====
@@ -65,7 +63,8 @@ impl RawParams {
         if idx == MAX_PARAMS {
             return false;
         }
-        self.ranges[idx] = (start as u32, end as u32);
+        // `walk` refuses paths longer than `MAX_PATH`, so both fit.
+        self.ranges[idx] = (start as u16, end as u16);
         self.len += 1;
         true
     }
@@ -120,11 +119,9 @@ impl<T> Node<T> {
             None => {
                 self.statics.push((literal.into(), Node::default()));
                 let idx = self.statics.len() - 1;
-                if let Some(index) = &mut self.static_index {
-                    index.insert(literal.into(), idx);
-                } else if self.statics.len() > LINEAR_STATICS {
-                    let index = self.statics.iter().enumerate();
-                    self.static_index = Some(index.map(|(i, (k, _))| (k.clone(), i)).collect());
+                if self.statics.len() > LINEAR_STATICS {
+                    self.static_index =
+                        Some(StaticIndex::build(self.statics.iter().map(|(k, _)| &**k)));
                 }
                 idx
             }
@@ -148,22 +145,28 @@ impl<T> Node<T> {
     #[inline]
     fn find_static(&self, segment: &str) -> Option<usize> {
         match &self.static_index {
-            Some(index) => index.get(segment).copied(),
+            Some(index) => index.get(segment, |idx| &*self.statics[idx].0),
             None => self.statics.iter().position(|(s, _)| &**s == segment),
         }
     }
 
     /// Visits every leaf whose rule matches `path`, in priority order, until
     /// `visit` breaks. `path` must start with `/`.
-    pub(crate) fn walk<'r, F>(&'r self, path: &str, visit: &mut F) -> ControlFlow<()>
+    ///
+    /// When `visit` breaks, `params` holds the parameters of that match.
+    pub(crate) fn walk<'r, F>(
+        &'r self,
+        path: &str,
+        params: &mut RawParams,
+        visit: &mut F,
+    ) -> ControlFlow<()>
     where
         F: FnMut(&'r Leaf<T>, &RawParams) -> ControlFlow<()>,
     {
-        if !path.starts_with('/') || path.len() > u32::MAX as usize {
+        if !path.starts_with('/') || path.len() > MAX_PATH {
             return ControlFlow::Continue(());
         }
-        let mut params = RawParams::EMPTY;
-        self.walk_from(path, 1, &mut params, visit)
+        self.walk_from(path, 1, params, visit)
     }
 
     fn walk_from<'r, F>(
@@ -277,7 +280,7 @@ impl Matcher {
     fn matches(&self, path: &str, start: usize, end: usize, params: &mut RawParams) -> bool {
         let segment = &path[start..end];
         match self {
-            Matcher::Kind(kind) => kind.accepts(&decode(segment)) && params.push(start, end),
+            Matcher::Kind(kind) => kind.accepts_raw(segment) && params.push(start, end),
             Matcher::Mixed(mixed) => {
                 let Some(captures) = mixed.regex.captures(segment) else {
                     return false;
@@ -302,52 +305,82 @@ impl Matcher {
 
 /// Percent-decodes a path piece; borrows when there is nothing to decode.
 pub(crate) fn decode(raw: &str) -> Cow<'_, str> {
-    if raw.contains('%') {
+    if raw.bytes().any(|b| b == b'%') {
         percent_decode_str(raw).decode_utf8_lossy()
     } else {
         Cow::Borrowed(raw)
     }
 }
 
-/// The Fx hash (as used by rustc): fast on the short keys of path segments.
-#[derive(Default)]
-struct FxHasher {
-    hash: u64,
+/// An open-addressing hash index over a node's static children.
+///
+/// Slots hold the child's index and the high bits of its hash, so a probe
+/// compares key bytes only on a likely hit. The load factor stays at or
+/// below one half; the index is rebuilt when a child is added, which only
+/// happens while routes are registered.
+#[derive(Clone)]
+struct StaticIndex {
+    /// `(low bits of the hash, child index + 1)`; index 0 marks an empty slot.
+    slots: Box<[(u32, u32)]>,
+    mask: usize,
+    /// `64 - log2(slots.len())`: the slot comes from the best-mixed top bits.
+    shift: u32,
 }
 
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+impl StaticIndex {
+    fn build<'a>(keys: impl ExactSizeIterator<Item = &'a str>) -> StaticIndex {
+        let capacity = (keys.len() * 2).next_power_of_two();
+        let mut slots = vec![(0u32, 0u32); capacity].into_boxed_slice();
+        let mask = capacity - 1;
+        let shift = 64 - capacity.trailing_zeros();
+        for (idx, key) in keys.enumerate() {
+            let hash = fx_hash(key.as_bytes());
+            let mut slot = (hash >> shift) as usize & mask;
+            while slots[slot].1 != 0 {
+                slot = (slot + 1) & mask;
+            }
+            slots[slot] = (hash as u32, idx as u32 + 1);
+        }
+        StaticIndex { slots, mask, shift }
+    }
 
-impl FxHasher {
     #[inline]
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
+    fn get<'a>(&self, segment: &str, key_of: impl Fn(usize) -> &'a str) -> Option<usize> {
+        let hash = fx_hash(segment.as_bytes());
+        let tag = hash as u32;
+        let mut slot = (hash >> self.shift) as usize & self.mask;
+        loop {
+            let (slot_tag, idx) = self.slots[slot];
+            if idx == 0 {
+                return None;
+            }
+            let idx = idx as usize - 1;
+            if slot_tag == tag && key_of(idx) == segment {
+                return Some(idx);
+            }
+            slot = (slot + 1) & self.mask;
+        }
     }
 }
 
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 56));
-        }
+/// The Fx hash (as used by rustc) with a final multiply, so that the top
+/// bits, which pick the slot, depend on every input byte.
+#[inline]
+fn fx_hash(bytes: &[u8]) -> u64 {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let add = |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(SEED);
+    let mut hash = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        hash = add(hash, u64::from_le_bytes(word));
     }
-
-    #[inline]
-    fn write_u8(&mut self, byte: u8) {
-        self.add(u64::from(byte));
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut word = [0; 8];
+        word[..rest.len()].copy_from_slice(rest);
+        hash = add(hash, u64::from_le_bytes(word));
     }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.hash
-    }
+    (hash ^ (hash >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9)
 }

@@ -63,14 +63,26 @@ impl ParamKind {
         }
     }
 
+    /// Whether a raw (still percent-encoded) path segment is of this type.
+    #[inline]
+    pub(crate) fn accepts_raw(&self, segment: &str) -> bool {
+        match self {
+            // A non-empty raw segment decodes to a non-empty value.
+            ParamKind::Str => !segment.is_empty(),
+            _ if segment.bytes().any(|b| b == b'%') => self.accepts(&super::decode(segment)),
+            _ => self.accepts(segment),
+        }
+    }
+
     /// Whether a (percent-decoded) value is of this type.
     pub(crate) fn accepts(&self, value: &str) -> bool {
         match self {
-            ParamKind::Int => {
-                let digits = value.strip_prefix('-').unwrap_or(value);
-                all_digits(digits) && value.parse::<i64>().is_ok()
-            }
-            ParamKind::Uint => all_digits(value) && value.parse::<u64>().is_ok(),
+            ParamKind::Int => match value.strip_prefix('-') {
+                // i64::MIN has one more unit of magnitude than i64::MAX.
+                Some(digits) => parse_digits(digits).is_some_and(|n| n <= i64::MAX as u64 + 1),
+                None => parse_digits(value).is_some_and(|n| n <= i64::MAX as u64),
+            },
+            ParamKind::Uint => parse_digits(value).is_some(),
             ParamKind::Str => !value.is_empty(),
             ParamKind::Uuid => is_uuid(value),
             ParamKind::Path => true,
@@ -106,8 +118,19 @@ impl fmt::Debug for ParamKind {
     }
 }
 
-fn all_digits(value: &str) -> bool {
-    !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit())
+/// Parses ASCII decimal digits (no sign) into a `u64`, refusing overflow.
+#[inline]
+fn parse_digits(value: &str) -> Option<u64> {
+    if value.is_empty() {
+        return None;
+    }
+    value.bytes().try_fold(0u64, |n, b| {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 fn is_uuid(value: &str) -> bool {
