@@ -19,7 +19,8 @@ use clap::{Parser, Subcommand};
 #[command(name = "celer", version, propagate_version = true)]
 struct Cli {
     /// Log filter: error, warn, info, debug, trace, or tracing directives
-    /// such as `celer=debug`. Overrides RUST_LOG.
+    /// such as `celer=debug`. Overrides RUST_LOG [default: RUST_LOG, else
+    /// info].
     #[arg(long, global = true, value_name = "LEVEL")]
     log_level: Option<String>,
 

@@ -1,3 +1,5 @@
+//! The static site called directly, over a fixture directory.
+
 use std::os::unix::fs::{PermissionsExt, symlink};
 
 use bytes::Bytes;

@@ -1,3 +1,5 @@
+//! The welcome site called directly.
+
 use http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
 use tower_service::Service;

@@ -1,3 +1,5 @@
+//! Request paths to relative paths: a table of inputs and what they become.
+
 use std::path::Path;
 
 use super::{Refusal, SafePath, has_hidden};
