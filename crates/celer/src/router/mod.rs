@@ -295,18 +295,17 @@ impl<T> Router<T> {
         path: &'p str,
         mut visit: impl FnMut(Match<'r, 'p, T>) -> ControlFlow<()>,
     ) {
-        let _ = self
-            .root
-            .walk(path, &mut RawParams::EMPTY, &mut |leaf, raw| {
-                visit(Match {
-                    value: &leaf.value,
-                    params: Params {
-                        names: &leaf.names,
-                        path,
-                        raw: *raw,
-                    },
-                })
-            });
+        let mut raw_params = RawParams::EMPTY;
+        let _ = self.root.walk(path, &mut raw_params, &mut |leaf, raw| {
+            visit(Match {
+                value: &leaf.value,
+                params: Params {
+                    names: &leaf.names,
+                    path,
+                    raw: *raw,
+                },
+            })
+        });
     }
 
     pub(crate) fn types(&self) -> &TypeRegistry {
