@@ -1,4 +1,93 @@
-//! Celer's web framework.
+//! Celer's web framework: an [`App`] of typed routes, handlers, middleware
+//! and status handlers, served as a `tower::Service`.
+//!
+//! # Overview
+//!
+//! - [`App`] holds the routes. Rules use Valum's syntax with typed
+//!   parameters, `/users/<int:id>/posts/<slug>` (see [`router`] for the
+//!   types, user-registered types, regex routes and the match priority).
+//!   Routes have method sets ([`MethodSet`]); `HEAD` is answered by `GET`
+//!   routes, `OPTIONS` and `405 Method Not Allowed` come with `Allow`, and
+//!   `OPTIONS *` is answered. Scopes, mounted sub-apps and named routes with
+//!   [`App::url_for`] (reverse routing) work together.
+//! - Handlers are async functions of a [`Request`] (and optionally a
+//!   [`Next`]) returning anything that implements [`IntoResponse`],
+//!   `Result`s included. `next` passes a request to the next step of the
+//!   chain, or to the next matching route (see [`handler`]).
+//! - Middleware has the same `(req, next) -> response` shape, at app, scope
+//!   and route level.
+//! - Extractors ([`Request::json`], [`Request::form`], [`Request::query`],
+//!   [`Request::param`], [`extract::FromRequest`]) fail with typed
+//!   rejections ([`extract::rejection`]) that have fixed statuses; bodies are
+//!   read under a size limit answered by `413`.
+//! - [`App`] implements `tower::Service<http::Request<B>>` for any
+//!   `http_body::Body` `B`, answering `http::Response<`[`Body`]`>`, so tower
+//!   and tower-http layers wrap it and any server that speaks `tower` runs it.
+//!
+//! # Example
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! use celer::response::{Json, Redirect};
+//! use celer::{App, Next, Request, Response};
+//! use http::StatusCode;
+//! use tower::ServiceExt;
+//!
+//! #[derive(serde::Deserialize, serde::Serialize)]
+//! struct Post {
+//!     title: String,
+//! }
+//!
+//! async fn show(req: Request) -> Result<Json<Post>, celer::Error> {
+//!     let id: i64 = req.param("id")?;
+//!     Ok(Json(Post { title: format!("post {id}") }))
+//! }
+//!
+//! async fn create(mut req: Request) -> Result<Redirect, celer::Error> {
+//!     let _post: Post = req.json().await?;
+//!     let url = req.url_for("post", &[("id", &1)])?;
+//!     Ok(Redirect::with_status(StatusCode::CREATED, url))
+//! }
+//!
+//! async fn server_header(req: Request, next: Next) -> Response {
+//!     let mut res = next.run(req).await;
+//!     res.headers_mut().insert("server", http::HeaderValue::from_static("celer"));
+//!     res
+//! }
+//!
+//! let mut app = App::new();
+//! app.middleware(server_header);
+//! app.scope("/posts", |posts| {
+//!     posts.get("/<int:id>", show).name("post");
+//!     posts.post("", create);
+//! });
+//!
+//! let req = http::Request::get("/posts/7").body(celer::Body::empty()).unwrap();
+//! let res = app.clone().oneshot(req).await.unwrap();
+//! assert_eq!(res.status(), StatusCode::OK);
+//! assert_eq!(res.headers()["server"], "celer");
+//!
+//! let req = http::Request::delete("/posts/7").body(celer::Body::empty()).unwrap();
+//! let res = app.oneshot(req).await.unwrap();
+//! assert_eq!(res.status(), StatusCode::METHOD_NOT_ALLOWED);
+//! assert_eq!(res.headers()["allow"], "GET, HEAD, OPTIONS");
+//! # });
+//! ```
+//!
+//! # Code map
+//!
+//! - `router/`: rules (`rule.rs`), parameter types (`types.rs`), the lookup
+//!   tree (`tree.rs`, no IO, no allocation on lookup), method sets and
+//!   reverse routing (`url.rs`).
+//! - `app/`: the [`App`] builder, dispatch as a `tower::Service`
+//!   (`service.rs`: automatic HEAD/OPTIONS/405, `next` fallthrough), route
+//!   builder and status handlers.
+//! - `handler.rs`: handler shapes and [`Next`]; `request/`: [`Request`];
+//!   `response/`: [`IntoResponse`] and helpers; `extract/`: extractors and
+//!   rejections; `body.rs`: [`Body`]; `error.rs`: [`Error`].
+//!
+//! **Architecture Invariant:** nothing here names a server crate; requests
+//! arrive as `http::Request<B>` through `tower::Service`.
 
 pub mod app;
 mod body;

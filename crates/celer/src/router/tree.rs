@@ -146,7 +146,10 @@ impl<T> Node<T> {
     fn find_static(&self, segment: &str) -> Option<usize> {
         match &self.static_index {
             Some(index) => index.get(segment, |idx| &*self.statics[idx].0),
-            None => self.statics.iter().position(|(s, _)| &**s == segment),
+            None => self
+                .statics
+                .iter()
+                .position(|(key, _)| same_key(key, segment)),
         }
     }
 
@@ -303,6 +306,12 @@ impl Matcher {
     }
 }
 
+/// Compares short keys inline; `==` on `str` calls memcmp.
+#[inline]
+fn same_key(key: &str, segment: &str) -> bool {
+    key.len() == segment.len() && key.bytes().zip(segment.bytes()).all(|(a, b)| a == b)
+}
+
 /// Percent-decodes a path piece; borrows when there is nothing to decode.
 pub(crate) fn decode(raw: &str) -> Cow<'_, str> {
     if raw.bytes().any(|b| b == b'%') {
@@ -355,7 +364,7 @@ impl StaticIndex {
                 return None;
             }
             let idx = idx as usize - 1;
-            if slot_tag == tag && key_of(idx) == segment {
+            if slot_tag == tag && same_key(key_of(idx), segment) {
                 return Some(idx);
             }
             slot = (slot + 1) & self.mask;
@@ -378,9 +387,12 @@ fn fx_hash(bytes: &[u8]) -> u64 {
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
-        let mut word = [0; 8];
-        word[..rest.len()].copy_from_slice(rest);
-        hash = add(hash, u64::from_le_bytes(word));
+        // A byte loop, not a `copy_from_slice`, which would call memcpy.
+        let word = rest
+            .iter()
+            .enumerate()
+            .fold(0u64, |word, (idx, b)| word | u64::from(*b) << (idx * 8));
+        hash = add(hash, word);
     }
     (hash ^ (hash >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9)
 }
