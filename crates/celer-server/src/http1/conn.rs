@@ -157,24 +157,71 @@ impl<I: Transport> Conn<I> {
         B::Error: Into<BoxError>,
     {
         loop {
-            let head = match self.read_head().await {
-                Ok(Some(head)) => head,
-                Ok(None) => return self.close().await.map(|()| None),
-                Err(Fail::Reject(reject)) => return self.reject(reject).await.map(|()| None),
-                Err(Fail::Io(err)) => return Err(err),
-            };
-            match self.serve_one(&mut service, head).await {
+            if self.rbuf.is_empty() && !self.idle().await? {
+                return self.close().await.map(|()| None);
+            }
+            // Boxed so an idle connection's task does not carry the state of
+            // a request in flight (see `connection_state_stays_small`).
+            match self.next_boxed(&mut service).await {
                 Ok(Next::Continue) => {}
                 Ok(Next::Close) => return self.close().await.map(|()| None),
                 Ok(Next::Upgrade(pending)) => return self.flush().await.map(|()| Some(pending)),
-                Err(Fail::Reject(reject)) => return self.reject(reject).await.map(|()| None),
+                Err(Fail::Reject(reject)) => {
+                    return Box::pin(self.reject(reject)).await.map(|()| None);
+                }
                 Err(Fail::Io(err)) => return Err(err),
             }
         }
     }
 
+    /// Between requests: flushes, then waits for the client's next bytes
+    /// holding no buffers; false when the connection should close instead
+    /// (keep-alive timeout, a silent new connection, shutdown).
+    async fn idle(&mut self) -> io::Result<bool> {
+        self.flush().await?;
+        if self.shutdown.is_started() {
+            return Ok(false);
+        }
+        let limits = &self.config.limits;
+        let wait = if self.served == 0 {
+            limits.head_timeout
+        } else {
+            limits.keep_alive_timeout
+        };
+        self.wait_idle(Instant::now() + wait).await
+    }
+
+    /// Reads and answers the next request.
+    async fn next<S, B>(&mut self, service: &mut S) -> Result<Next, Fail>
+    where
+        S: Service<Request<Incoming>, Response = Response<B>>,
+        S::Error: Into<BoxError>,
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        match self.read_head().await? {
+            Some(head) => self.serve_one(service, head).await,
+            None => Ok(Next::Close),
+        }
+    }
+
+    /// [`Conn::next`] on the heap; a plain function so the large future is
+    /// built in its frame, not in the connection's.
+    fn next_boxed<'a, S, B>(
+        &'a mut self,
+        service: &'a mut S,
+    ) -> Pin<Box<impl Future<Output = Result<Next, Fail>> + 'a>>
+    where
+        S: Service<Request<Incoming>, Response = Response<B>>,
+        S::Error: Into<BoxError>,
+        B: Body<Data = Bytes> + 'a,
+        B::Error: Into<BoxError>,
+    {
+        Box::pin(self.next(service))
+    }
+
     /// Reads until a whole request head is buffered; `None` on a clean end.
-    async fn read_head(&mut self) -> Result<Option<Box<Head>>, Fail> {
+    async fn read_head(&mut self) -> Result<Option<Head>, Fail> {
         let head_timeout = self.config.limits.head_timeout;
         let keep_alive_timeout = self.config.limits.keep_alive_timeout;
         let mut started = None;
@@ -266,7 +313,7 @@ impl<I: Transport> Conn<I> {
     }
 
     /// Answers one request; decides whether the connection goes on.
-    async fn serve_one<S, B>(&mut self, service: &mut S, head: Box<Head>) -> Result<Next, Fail>
+    async fn serve_one<S, B>(&mut self, service: &mut S, head: Head) -> Result<Next, Fail>
     where
         S: Service<Request<Incoming>, Response = Response<B>>,
         S::Error: Into<BoxError>,
@@ -279,7 +326,7 @@ impl<I: Transport> Conn<I> {
             keep_alive,
             expect_continue,
             upgrade,
-        } = *head;
+        } = head;
         self.served += 1;
         let limits = &self.config.limits;
         let last = limits
@@ -391,7 +438,7 @@ impl<I: Transport> Conn<I> {
         if let Err(err) = poll_fn(|cx| service.poll_ready(cx)).await {
             return Ok(Err(err));
         }
-        let mut fut = Box::pin(service.call(request));
+        let mut fut = std::pin::pin!(service.call(request));
         poll_fn(|cx| {
             loop {
                 if let Poll::Ready(res) = fut.as_mut().poll(cx) {
@@ -725,4 +772,48 @@ fn poll_read_buf<I: AsyncRead + Unpin>(
     buf: &mut BytesMut,
 ) -> Poll<io::Result<usize>> {
     std::pin::pin!(io.read_buf(buf)).poll(cx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every idle connection holds its whole task state; keep it small so
+    /// 10,000 idle connections cost little (buffers are pooled, not held).
+    #[tokio::test]
+    async fn connection_state_stays_small() {
+        let (io, _peer) = tokio::io::duplex(64);
+        let service = tower_service_fn();
+        let fut = serve_connection(
+            io,
+            service,
+            Arc::new(Http1Config::default()),
+            Shutdown::new(),
+        );
+        let size = std::mem::size_of_val(&fut);
+        assert!(size <= 512, "connection future is {size} bytes");
+    }
+
+    #[derive(Clone)]
+    struct Hello;
+
+    impl Service<Request<Incoming>> for Hello {
+        type Response = Response<http_body_util::Full<Bytes>>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<Incoming>) -> Self::Future {
+            std::future::ready(Ok(Response::new(http_body_util::Full::new(
+                Bytes::from_static(b"hi"),
+            ))))
+        }
+    }
+
+    fn tower_service_fn() -> Hello {
+        Hello
+    }
 }

@@ -56,16 +56,23 @@ pub(crate) fn encode_head(
     server: &ServerHeader,
     dst: &mut WriteBuf,
 ) -> Framed {
+    // One pass over the service's fields, comparing names only (standard
+    // names compare as enum tags; no hashing).
     let mut keep_alive = req.keep_alive;
-    if let Some(v) = headers.get(header::CONNECTION) {
-        if tokens(v.as_bytes()).any(|t| t.eq_ignore_ascii_case(b"close")) {
+    let (mut has_date, mut has_server, mut declared) = (false, false, None);
+    for (name, value) in headers {
+        if name == header::CONTENT_LENGTH {
+            declared = parse_length(value.as_bytes());
+        } else if name == header::DATE {
+            has_date = true;
+        } else if name == header::SERVER {
+            has_server = true;
+        } else if name == header::CONNECTION
+            && tokens(value.as_bytes()).any(|t| t.eq_ignore_ascii_case(b"close"))
+        {
             keep_alive = false;
         }
     }
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
     let no_body_status = status.is_informational() || status == StatusCode::NO_CONTENT;
     let encoder = if no_body_status || status == StatusCode::NOT_MODIFIED || req.is_head {
         Encoder::Skip
@@ -84,17 +91,15 @@ pub(crate) fn encode_head(
     out.put_u8(b' ');
     out.put_slice(status.canonical_reason().unwrap_or("Unknown").as_bytes());
     out.put_slice(b"\r\n");
-    if !headers.contains_key(header::DATE) {
+    if !has_date {
         out.put_slice(b"date: ");
         date::with_date(|d| out.put_slice(d));
         out.put_slice(b"\r\n");
     }
-    if let Some(server) = server {
-        if !headers.contains_key(header::SERVER) {
-            out.put_slice(b"server: ");
-            out.put_slice(server.as_bytes());
-            out.put_slice(b"\r\n");
-        }
+    if let Some(server) = server.as_ref().filter(|_| !has_server) {
+        out.put_slice(b"server: ");
+        out.put_slice(server.as_bytes());
+        out.put_slice(b"\r\n");
     }
     let mut wrote_connection = false;
     for (name, value) in headers {
@@ -138,6 +143,14 @@ pub(crate) fn encode_head(
         encoder,
         keep_alive,
     }
+}
+
+/// A Content-Length value: ASCII digits only, at most 19 of them.
+fn parse_length(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')))
 }
 
 fn put_content_length(out: &mut BytesMut, n: u64) {

@@ -56,9 +56,10 @@ impl Reject {
 
 /// The outcome of looking at the bytes read so far.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // returned by value to avoid a heap allocation per request
 pub(crate) enum Parsed {
     /// A whole head was split off the front of the buffer.
-    Complete(Box<Head>),
+    Complete(Head),
     /// More bytes are needed.
     Partial,
 }
@@ -138,13 +139,13 @@ pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, 
     }
     let body = facts.framing(limits)?;
     let keep_alive = facts.keep_alive();
-    Ok(Parsed::Complete(Box::new(Head {
+    Ok(Parsed::Complete(Head {
         request,
         body,
         keep_alive,
         expect_continue: facts.expect_continue,
         upgrade: facts.upgrade,
-    })))
+    }))
 }
 
 fn partial(buf: &BytesMut, limits: &Limits) -> Result<Parsed, Reject> {

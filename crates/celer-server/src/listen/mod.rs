@@ -123,6 +123,14 @@ impl Listen {
                 let mut out = Vec::new();
                 for addr in addrs {
                     let mut set = Vec::with_capacity(copies);
+                    // SO_REUSEPORT would let this bind join another process
+                    // already on the port; a probe without it fails instead
+                    // (and picks the port when 0 was asked).
+                    let addr = if copies > 1 {
+                        options::probe_tcp(addr).map_err(named)?
+                    } else {
+                        addr
+                    };
                     let first = options::bind_tcp(addr, opts, copies > 1).map_err(named)?;
                     // Copies must share the first socket's port when it was 0.
                     let bound = first.local_addr().map_err(named)?;

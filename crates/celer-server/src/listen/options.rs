@@ -68,6 +68,25 @@ pub(super) fn bind_tcp(
     Ok(socket.into())
 }
 
+/// Binds `addr` without SO_REUSEPORT and releases it: fails when anyone
+/// holds the port; returns the address with the port it got.
+pub(super) fn probe_tcp(addr: SocketAddr) -> io::Result<SocketAddr> {
+    let socket = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("probe socket has no inet address"))
+}
+
 pub(super) fn bind_unix(path: &Path, opts: &BindOptions) -> io::Result<Listener> {
     remove_stale(path)?;
     let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;

@@ -173,3 +173,21 @@ fn systemd_sockets_need_the_environment() {
         .unwrap_err();
     assert!(err.to_string().contains("systemd"), "{err}");
 }
+
+#[test]
+fn a_port_held_by_another_server_is_refused_even_with_reuseport() {
+    // Per-core threading binds one SO_REUSEPORT socket per worker; it must
+    // still refuse a port another process holds.
+    let first = Server::builder()
+        .workers(2)
+        .listen(Listen::parse("tcp://127.0.0.1:0").unwrap())
+        .bind()
+        .unwrap();
+    let spec = first.local_specs()[0].clone();
+    let err = Server::builder()
+        .workers(2)
+        .listen(Listen::parse(&spec).unwrap())
+        .bind()
+        .unwrap_err();
+    assert!(err.to_string().starts_with(&spec), "{err}");
+}

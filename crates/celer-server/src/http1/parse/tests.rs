@@ -22,7 +22,7 @@ fn parse_all(input: &[u8], step: usize, limits: &Limits) -> Result<Option<Head>,
     for piece in input.chunks(step.max(1)) {
         buf.extend_from_slice(piece);
         if let Parsed::Complete(head) = parse_head(&mut buf, limits)? {
-            return Ok(Some(*head));
+            return Ok(Some(head));
         }
     }
     Ok(None)
