@@ -6,6 +6,10 @@
 //! ```
 
 use std::convert::Infallible;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::future::{Ready, ready};
 use std::task::{Context, Poll};
 
@@ -57,14 +61,18 @@ fn respond(req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let (ctype, body) = match req.uri().path() {
         "/plaintext" if get => ("text/plain", Bytes::from_static(b"Hello, World!")),
         "/json" if get => {
-            let json = serde_json::to_vec(&Message { message: "Hello, World!" }).unwrap_or_default();
+            let json = serde_json::to_vec(&Message {
+                message: "Hello, World!",
+            })
+            .unwrap_or_default();
             ("application/json", Bytes::from(json))
         }
         "/plaintext" | "/json" => return status(StatusCode::METHOD_NOT_ALLOWED),
         _ => return status(StatusCode::NOT_FOUND),
     };
     let mut res = Response::new(Full::new(body));
-    res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
+    res.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
     res
 }
 
@@ -94,7 +102,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    eprintln!("example-hello listening on {}", bound.local_specs().join(", "));
+    eprintln!(
+        "example-hello listening on {}",
+        bound.local_specs().join(", ")
+    );
     let signal = async {
         let _ = tokio::signal::ctrl_c().await;
     };
