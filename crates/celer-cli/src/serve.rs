@@ -77,6 +77,21 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = Size(limits::MAX_HEAD_BYTES as u64))]
     max_head: Size,
 
+    /// Longest request target (path and query); longer ones get 414.
+    #[arg(long, value_name = "BYTES", default_value_t = Size(limits::MAX_URI_BYTES as u64))]
+    max_uri: Size,
+
+    /// Most header fields in a request (at most 256); more get 431.
+    #[arg(long, value_name = "N", default_value_t = limits::MAX_HEADERS as u32,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    max_headers: u32,
+
+    /// Most unread request-body bytes discarded to keep a connection alive
+    /// after a handler answered without reading them; past it the connection
+    /// closes.
+    #[arg(long, value_name = "BYTES", default_value_t = Size(limits::MAX_DRAIN_BYTES))]
+    max_drain: Size,
+
     /// Time allowed for a request head to arrive once it has begun (slowloris
     /// guard); a late head gets 408.
     #[arg(long, value_name = "SECS", default_value_t = Secs(limits::HEAD_TIMEOUT))]
@@ -184,6 +199,9 @@ fn limits_of(args: &ServeArgs) -> Limits {
     Limits {
         max_head_bytes: usize::try_from(args.max_head.0).unwrap_or(usize::MAX),
         max_body_bytes: (args.max_body.0 != 0).then_some(args.max_body.0),
+        max_uri_bytes: usize::try_from(args.max_uri.0).unwrap_or(usize::MAX),
+        max_headers: args.max_headers as usize,
+        max_drain_bytes: args.max_drain.0,
         max_connections: args.max_connections as usize,
         max_requests_per_connection: (args.max_requests_per_connection != 0)
             .then_some(args.max_requests_per_connection),
