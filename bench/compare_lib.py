@@ -15,6 +15,16 @@ Subcommands:
                                 before and after; prints one CSV fragment:
                                 answered,still_open,server_established,
                                 rss_before_kib,rss_after_kib,kib_per_conn
+  run PID OUT CMD...            run CMD (wrk) with stdout+stderr to OUT, and
+                                print server_ticks,client_ticks,foreign_pct:
+                                the CPU ticks of server PID (and descendants)
+                                and of CMD over the run (plus 0.5 s after it,
+                                while the server closes the connections), and
+                                the CPU share of everything else on the
+                                machine, in % of one CPU
+  quiet MAXWAIT PCT             wait (up to MAXWAIT s) until the machine's CPU
+                                use over 0.5 s is below PCT % of one CPU and no
+                                compiler runs; exit 1 if it never was
   summary CSV [REFERENCE]       print the table of medians and ratios
 """
 
@@ -24,8 +34,11 @@ import os
 import re
 import socket
 import statistics
+import subprocess
 import sys
 import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # --------------------------------------------------------------- processes
@@ -65,6 +78,72 @@ def cputicks(pid):
         # (thread-group leader) they cover all of its threads.
         total += sum(int(x) for x in fields[11:15])
     return total
+
+
+def machine_busy_ticks():
+    """Non-idle CPU ticks of the whole machine since boot (all CPUs)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return user + nice + system + irq + softirq + steal
+
+
+def _self_ticks():
+    t = os.times()
+    return (t.user + t.system) * CLK_TCK
+
+
+def run_measured(pid, out, cmd):
+    me0 = _self_ticks()
+    m0 = machine_busy_ticks()
+    s0 = cputicks(pid)
+    w0 = time.monotonic()
+    with open(out, "wb") as f:
+        child = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        _, _, usage = os.wait4(child.pid, 0)
+    time.sleep(0.5)  # the server closes the client's connections: part of the work
+    s1 = cputicks(pid)
+    m1 = machine_busy_ticks()
+    wall = time.monotonic() - w0
+    me1 = _self_ticks()
+    client = (usage.ru_utime + usage.ru_stime) * CLK_TCK
+    foreign = (m1 - m0) - (s1 - s0) - client - (me1 - me0)
+    pct = max(0.0, foreign) * 100 / CLK_TCK / wall
+    print(f"{s1 - s0},{client:.0f},{pct:.1f}")
+
+
+def _compilers_running():
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as f:
+                    if f.read().strip() in ("rustc", "cc1", "cc1plus"):
+                        return True
+            except OSError:
+                pass
+    return False
+
+
+def wait_quiet(maxwait, pct):
+    start = time.monotonic()
+    told = False
+    while True:
+        m0 = machine_busy_ticks()
+        me0 = _self_ticks()
+        time.sleep(0.5)
+        busy = (machine_busy_ticks() - m0 - (_self_ticks() - me0)) * 100 / CLK_TCK / 0.5
+        compiling = _compilers_running()
+        if busy < pct and not compiling:
+            return 0
+        if not told:
+            top = subprocess.run(["ps", "-eo", "pcpu,comm", "--sort=-pcpu"],
+                                 capture_output=True, text=True).stdout.splitlines()[1:4]
+            what = ", ".join(" ".join(line.split()[::-1]) + "%" for line in top)
+            why = "a compiler is running" if compiling else f"{busy:.0f}% of a CPU in use"
+            print(f"machine busy ({why}; top: {what}); waiting", file=sys.stderr)
+            told = True
+        if time.monotonic() - start > maxwait:
+            return 1
 
 
 def rss_kib(pid):
@@ -254,6 +333,10 @@ def summary(path, reference="celer"):
         scen = sorted({r["scenario"] for r in load}, key=lambda s: _order(s, SCENARIO_ORDER))
         reps = max(int(r["repeat"]) for r in load)
         out.append(f"Medians of {reps} interleaved repeat(s); server on CPU 0, wrk on CPU 1.")
+        bad = sum(1 for r in load if r.get("contended") == "1")
+        if bad:
+            out.append(f"WARNING: {bad} of {len(load)} runs were disturbed by other processes "
+                       f"(column contended in raw.csv).")
         if have_ref:
             out.append(f"{reference}/peer: req/s ratio >1 and CPU ratio <1 favour {reference}.")
         out.append("")
@@ -337,6 +420,10 @@ def main(argv):
         print(",".join(str(x) for x in parse_wrk(args[0])))
     elif cmd == "idle":
         asyncio.run(_idle(int(args[0]), int(args[1]), args[2]))
+    elif cmd == "run":
+        run_measured(args[0], args[1], args[2:])
+    elif cmd == "quiet":
+        return wait_quiet(float(args[0]), float(args[1]))
     elif cmd == "summary":
         summary(args[0], *(args[1:2]))
     else:
