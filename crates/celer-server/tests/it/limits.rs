@@ -210,3 +210,30 @@ async fn a_flood_beyond_the_connection_limit_leaves_the_server_serving() {
     again.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").await;
     assert_eq!(again.response().await.status, 200);
 }
+
+#[tokio::test]
+async fn unread_bodies_past_the_drain_limit_close_the_connection() {
+    let limits = Limits {
+        max_drain_bytes: 1000,
+        ..Limits::default()
+    };
+    let srv = start(limits).await;
+    let with = |n: usize| {
+        let mut r =
+            format!("POST /ignore HTTP/1.1\r\nHost: x\r\nContent-Length: {n}\r\n\r\n").into_bytes();
+        r.extend(std::iter::repeat_n(b'd', n));
+        r.extend_from_slice(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        r
+    };
+    // At the limit the body is discarded and the next request is served.
+    let rs = parse_all(&exchange(srv.addr, &with(1000)).await);
+    assert_eq!(
+        rs.iter().map(|r| r.text()).collect::<Vec<_>>(),
+        ["ignored", "Hello, World!"]
+    );
+    // Past it the connection closes after the answer; nothing more is read.
+    let mut c = Raw::connect(srv.addr).await;
+    c.send(&with(5000)[..2000]).await;
+    assert_eq!(c.response().await.text(), "ignored");
+    assert!(c.is_closed().await);
+}
