@@ -63,12 +63,44 @@ impl Error {
     }
 }
 
+/// Any error converts with `?`. Extractor rejections
+/// ([`extract::rejection`](crate::extract::rejection)) keep their status and
+/// short body (a malformed JSON body stays a 400, a body over the limit a
+/// 413); every other error becomes a 500.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// #[derive(serde::Deserialize)]
+/// struct Item { name: String }
+///
+/// async fn create(mut req: celer::Request) -> Result<String, celer::Error> {
+///     let item: Item = req.json().await?;
+///     Ok(item.name)
+/// }
+///
+/// let req = celer::Request::builder()
+///     .method("POST")
+///     .uri("/items")
+///     .header("content-type", "application/json")
+///     .body(r#"{"name": 5}"#)
+///     .unwrap();
+/// let err = create(req).await.unwrap_err();
+/// assert_eq!(err.status_code(), 422);
+/// # });
+/// ```
 impl<E> From<E> for Error
 where
     E: std::error::Error + Send + Sync + 'static,
 {
     fn from(err: E) -> Self {
-        Error::internal(err)
+        match crate::extract::rejection::status_of(&err) {
+            Some((status, message)) => Error {
+                status,
+                message: Some(message),
+                source: Some(Box::new(err)),
+            },
+            None => Error::internal(err),
+        }
     }
 }
 
@@ -97,6 +129,8 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         if self.status.is_server_error() {
             tracing::error!(target: "celer::error", status = %self.status, error = %self, "handler failed");
+        } else if self.source.is_some() {
+            tracing::trace!(target: "celer::rejection", status = %self.status, rejection = %self);
         }
         let message = self
             .message

@@ -23,6 +23,9 @@
 //! - [`App`] implements `tower::Service<http::Request<B>>` for any
 //!   `http_body::Body` `B`, answering `http::Response<`[`Body`]`>`, so tower
 //!   and tower-http layers wrap it and any server that speaks `tower` runs it.
+//! - [`serve`] runs an app on Celer's engine: `app.run(bound, signal)`
+//!   blocks, `app.serve(bound, shutdown).await` runs on your runtime, and
+//!   handlers see the client's address in [`Request::remote_addr`].
 //!
 //! # Example
 //!
@@ -85,9 +88,11 @@
 //! - `handler.rs`: handler shapes and [`Next`]; `request/`: [`Request`];
 //!   `response/`: [`IntoResponse`] and helpers; `extract/`: extractors and
 //!   rejections; `body.rs`: [`Body`]; `error.rs`: [`Error`].
+//! - `serve.rs`: [`App::run`] and [`App::serve`] on Celer's engine.
 //!
-//! **Architecture Invariant:** nothing here names a server crate; requests
-//! arrive as `http::Request<B>` through `tower::Service`.
+//! **Architecture Invariant:** only `serve.rs` names a server crate
+//! (`celer_server`); everywhere else requests arrive as `http::Request<B>`
+//! through `tower::Service`.
 
 pub mod app;
 mod body;
@@ -97,6 +102,7 @@ pub mod handler;
 mod request;
 pub mod response;
 pub mod router;
+pub mod serve;
 
 pub use app::App;
 pub use body::Body;

@@ -13,6 +13,7 @@ use http_body::Body as _;
 
 use super::{App, Shared, status};
 use crate::handler::{Next, NextFuture, Pos};
+use crate::request::ConnAddrs;
 use crate::response::Response;
 use crate::router::{MethodSet, RawParams};
 use crate::{Body, BoxError, Request};
@@ -31,17 +32,7 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> ResponseFuture {
-        let req = Request::new(req.map(Body::new), self.shared.clone());
-        let inner = if self.shared.status.is_empty() {
-            self.shared.run_app(0, req)
-        } else {
-            let shared = self.shared.clone();
-            NextFuture::boxed(Box::pin(async move {
-                let res = shared.run_app(0, req).await;
-                status::apply(&shared.status, res).await
-            }))
-        };
-        ResponseFuture { inner }
+        self.shared.call(req, ConnAddrs::default())
     }
 }
 
@@ -71,6 +62,30 @@ struct Found {
 // ===== impl Shared =====
 
 impl Shared {
+    /// Answers one request from a server: the body of `App`'s
+    /// `Service::call`, with the connection's addresses.
+    pub(crate) fn call<B>(
+        self: &Arc<Self>,
+        req: http::Request<B>,
+        addrs: ConnAddrs,
+    ) -> ResponseFuture
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let req = Request::new(req.map(Body::new), self.clone(), addrs);
+        let inner = if self.status.is_empty() {
+            self.run_app(0, req)
+        } else {
+            let shared = self.clone();
+            NextFuture::boxed(Box::pin(async move {
+                let res = shared.run_app(0, req).await;
+                status::apply(&shared.status, res).await
+            }))
+        };
+        ResponseFuture { inner }
+    }
+
     pub(crate) fn run_app(self: &Arc<Self>, idx: usize, req: Request) -> NextFuture {
         match self.middleware.get(idx) {
             Some(middleware) => NextFuture::boxed(middleware(req, Next::new(Pos::App(idx + 1)))),

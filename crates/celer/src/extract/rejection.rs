@@ -233,3 +233,47 @@ composite_rejection!(
 widen_bytes_rejection!(TextRejection);
 widen_bytes_rejection!(JsonRejection);
 widen_bytes_rejection!(FormRejection);
+
+/// The status and public body of `err` if it is one of this module's
+/// rejections (or a `FooRejection` grouping one), so that `?` into
+/// [`Error`](crate::Error) keeps a rejection's status instead of turning it
+/// into a 500.
+pub(crate) fn status_of(
+    err: &(dyn std::error::Error + 'static),
+) -> Option<(StatusCode, &'static str)> {
+    macro_rules! leaves {
+        ($($leaf:ident),+ $(,)?) => {
+            $(
+                if let Some(rejection) = err.downcast_ref::<$leaf>() {
+                    return Some((rejection.status(), rejection.body_text()));
+                }
+            )+
+        };
+    }
+    leaves!(
+        BodyTooLarge,
+        BodyReadFailed,
+        BodyAlreadyTaken,
+        InvalidUtf8,
+        MissingJsonContentType,
+        JsonSyntaxError,
+        JsonDataError,
+        MissingFormContentType,
+        FormDataError,
+        QueryDataError,
+        MissingParam,
+        InvalidParam,
+        MissingState,
+    );
+    let grouped = err.is::<BytesRejection>()
+        || err.is::<TextRejection>()
+        || err.is::<JsonRejection>()
+        || err.is::<FormRejection>()
+        || err.is::<QueryRejection>()
+        || err.is::<ParamRejection>();
+    if grouped {
+        // A grouping enum's source is the rejection it holds.
+        return err.source().and_then(status_of);
+    }
+    None
+}

@@ -42,6 +42,16 @@ pub struct Request {
     /// The limit for body extractors, set from the matched route.
     body_limit: usize,
     body_taken: bool,
+    /// The connection's addresses, copied in by the server for each request
+    /// (no allocation); `None` outside [`serve`](crate::serve).
+    addrs: ConnAddrs,
+}
+
+/// The addresses of the connection a request arrived on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ConnAddrs {
+    pub(crate) remote: Option<SocketAddr>,
+    pub(crate) local: Option<SocketAddr>,
 }
 
 #[derive(Clone)]
@@ -52,20 +62,40 @@ struct PathParams {
 
 /// The client's address, when the transport knows it.
 ///
-/// A server inserts it into the request extensions.
+/// Celer's own server ([`serve`](crate::serve)) hands addresses to
+/// [`Request::remote_addr`] directly; other servers can insert this type into
+/// the request extensions instead.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// let addr: SocketAddr = "192.0.2.1:4000".parse().unwrap();
+/// let mut req = celer::Request::builder().uri("/").body(()).unwrap();
+/// req.extensions_mut().insert(celer::RemoteAddr(addr));
+/// assert_eq!(req.remote_addr(), Some(addr));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteAddr(pub SocketAddr);
 
 /// The address the request was received on, when the transport knows it.
 ///
-/// A server inserts it into the request extensions.
+/// Celer's own server ([`serve`](crate::serve)) hands addresses to
+/// [`Request::local_addr`] directly; other servers can insert this type into
+/// the request extensions instead.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// let addr: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+/// let mut req = celer::Request::builder().uri("/").body(()).unwrap();
+/// req.extensions_mut().insert(celer::LocalAddr(addr));
+/// assert_eq!(req.local_addr(), Some(addr));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalAddr(pub SocketAddr);
 
 // ===== impl Request =====
 
 impl Request {
-    pub(crate) fn new(inner: http::Request<Body>, shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(inner: http::Request<Body>, shared: Arc<Shared>, addrs: ConnAddrs) -> Self {
         let body_limit = shared.body_limit;
         Request {
             inner,
@@ -76,6 +106,7 @@ impl Request {
             },
             body_limit,
             body_taken: false,
+            addrs,
         }
     }
 
@@ -143,14 +174,37 @@ impl Request {
         self.inner.extensions_mut()
     }
 
-    /// The client's address, if the server provided it.
+    /// The client's address, if the server provided it: from
+    /// [`serve`](crate::serve), else from a [`RemoteAddr`] extension.
+    ///
+    /// `None` on UNIX sockets and for requests built by hand.
+    ///
+    /// ```
+    /// async fn whoami(req: celer::Request) -> String {
+    ///     match req.remote_addr() {
+    ///         Some(addr) => addr.ip().to_string(),
+    ///         None => "unknown".into(),
+    ///     }
+    /// }
+    /// # let _ = whoami;
+    /// ```
     pub fn remote_addr(&self) -> Option<SocketAddr> {
-        self.extensions().get::<RemoteAddr>().map(|addr| addr.0)
+        self.addrs
+            .remote
+            .or_else(|| self.extensions().get::<RemoteAddr>().map(|addr| addr.0))
     }
 
-    /// The local address the request came in on, if the server provided it.
+    /// The local address the request came in on, if the server provided it:
+    /// from [`serve`](crate::serve), else from a [`LocalAddr`] extension.
+    ///
+    /// ```
+    /// let req = celer::Request::builder().uri("/").body(()).unwrap();
+    /// assert_eq!(req.local_addr(), None);
+    /// ```
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.extensions().get::<LocalAddr>().map(|addr| addr.0)
+        self.addrs
+            .local
+            .or_else(|| self.extensions().get::<LocalAddr>().map(|addr| addr.0))
     }
 
     /// Shared application state installed with [`App::state`](crate::App::state).
@@ -434,6 +488,6 @@ impl RequestBuilder {
         let shared = self
             .shared
             .unwrap_or_else(|| crate::App::new().shared().clone());
-        Ok(Request::new(inner, shared))
+        Ok(Request::new(inner, shared, ConnAddrs::default()))
     }
 }

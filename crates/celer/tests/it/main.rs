@@ -1,4 +1,5 @@
-//! Integration tests of the framework, through `tower::ServiceExt::oneshot`.
+//! Integration tests of the framework, through `tower::ServiceExt::oneshot`
+//! and over real sockets (`wire`).
 
 mod extract;
 mod middleware;
@@ -6,3 +7,4 @@ mod router_table;
 mod routing;
 mod support;
 mod url_for;
+mod wire;
