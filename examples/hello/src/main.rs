@@ -1,27 +1,26 @@
-//! `GET /plaintext` and `GET /json` (the TechEmpower pair) served by the bare
-//! Celer engine: the service is a hand-written `tower::Service`, no framework.
+//! `GET /plaintext` and `GET /json` (the TechEmpower pair) on the Celer
+//! framework: two routes of an `App`, served by `App::run`.
+//! `example-hello-engine` answers the same pair on the bare engine, for
+//! comparison.
+//!
+//! Run with `cargo run --release -p example-hello -- --listen tcp://127.0.0.1:8080`.
 //!
 //! ```text
 //! example-hello --listen tcp://127.0.0.1:8080 [--workers N] [--threading per-core|work-stealing]
 //! ```
 
-use std::convert::Infallible;
-
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use std::future::{Ready, ready};
-use std::task::{Context, Poll};
-
-use bytes::Bytes;
-use celer_server::{Incoming, Listen, Server, Threading};
+use celer::response::{IntoResponse, Json};
+use celer::serve::{Listen, Server, Threading};
+use celer::{App, Body, Request};
 use clap::Parser;
-use http::header::{CONTENT_TYPE, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::Full;
+use http::HeaderValue;
+use http::header::CONTENT_TYPE;
 
 #[derive(Parser, Debug)]
-#[command(about = "TechEmpower plaintext/JSON on the bare Celer engine")]
+#[command(about = "TechEmpower plaintext/JSON on the Celer framework")]
 struct Args {
     /// Where to listen (repeatable): tcp://HOST:PORT, unix:PATH, fd:N, systemd.
     #[arg(long, default_value = "tcp://127.0.0.1:8080")]
@@ -39,47 +38,26 @@ struct Message {
     message: &'static str,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Hello;
-
-impl tower_service::Service<Request<Incoming>> for Hello {
-    type Response = Response<Full<Bytes>>;
-    type Error = Infallible;
-    type Future = Ready<Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<Incoming>) -> Self::Future {
-        ready(Ok(respond(&req)))
-    }
+async fn plaintext(_req: Request) -> impl IntoResponse {
+    // `text/plain` without a charset, byte for byte what the engine twin sends.
+    (
+        [(CONTENT_TYPE, HeaderValue::from_static("text/plain"))],
+        Body::from("Hello, World!"),
+    )
 }
 
-fn respond(req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let get = req.method() == Method::GET || req.method() == Method::HEAD;
-    let (ctype, body) = match req.uri().path() {
-        "/plaintext" if get => ("text/plain", Bytes::from_static(b"Hello, World!")),
-        "/json" if get => {
-            let json = serde_json::to_vec(&Message {
-                message: "Hello, World!",
-            })
-            .unwrap_or_default();
-            ("application/json", Bytes::from(json))
-        }
-        "/plaintext" | "/json" => return status(StatusCode::METHOD_NOT_ALLOWED),
-        _ => return status(StatusCode::NOT_FOUND),
-    };
-    let mut res = Response::new(Full::new(body));
-    res.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
-    res
+async fn json(_req: Request) -> Json<Message> {
+    // Serialized per request, as the benchmark requires.
+    Json(Message {
+        message: "Hello, World!",
+    })
 }
 
-fn status(code: StatusCode) -> Response<Full<Bytes>> {
-    let mut res = Response::new(Full::new(Bytes::new()));
-    *res.status_mut() = code;
-    res
+fn app() -> App {
+    let mut app = App::new();
+    app.get("/plaintext", plaintext);
+    app.get("/json", json);
+    app
 }
 
 fn main() {
@@ -94,7 +72,7 @@ fn main() {
     for l in args.listen {
         builder = builder.listen(l);
     }
-    let _ = celer_server::raise_fd_limit();
+    let _ = celer::serve::raise_fd_limit();
     let bound = match builder.bind() {
         Ok(b) => b,
         Err(err) => {
@@ -109,7 +87,7 @@ fn main() {
     let signal = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    if let Err(err) = bound.run(Hello, signal) {
+    if let Err(err) = app().run(bound, signal) {
         eprintln!("example-hello: {err}");
         std::process::exit(1);
     }
