@@ -439,31 +439,25 @@ fn trim(s: &[u8]) -> &[u8] {
 
 /// `uri-host [ ":" port ]` as RFC 9110 §7.2 allows; empty is allowed.
 fn valid_host(value: &[u8]) -> bool {
-    value.iter().all(|&b| {
-        b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'.' | b'-'
-                    | b'_'
-                    | b'~'
-                    | b':'
-                    | b'['
-                    | b']'
-                    | b'%'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-            )
-    })
+    value.iter().all(|&b| HOST_BYTES[b as usize])
 }
+
+/// Bytes allowed in a Host value: unreserved, sub-delims, `:`, `[`, `]`, `%`.
+static HOST_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'.' | b'-' | b'_' | b'~' | b':' | b'[' | b']' | b'%' | b'!' | b'$' | b'&' | b'\''
+                    | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+            );
+        b += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod tests;
