@@ -40,6 +40,9 @@ if [ ! -x /usr/bin/time ]; then
 fi
 command -v taskset >/dev/null || die "taskset not found (util-linux)"
 command -v python3 >/dev/null || die "python3 not found"
+# The interpreter itself, not a wrapper (pyenv shims fork), so that $! is
+# the server's pid and killing it stops the server.
+PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 [ "$(nproc)" -ge 2 ] || die "needs at least 2 CPUs"
 
 (cd "$root" && cargo build --release -q -p celer-bench --example bench)
@@ -130,7 +133,7 @@ PY
 
 # Open loop: the server stalls for 1 s, 2 s after the first request.
 stall_run() {
-    taskset -c 0 python3 "$here/stall_server.py" "$STALL_PORT" 2 1 &
+    taskset -c 0 "$PYTHON" "$here/stall_server.py" "$STALL_PORT" 2 1 &
     local pid=$!
     wait_port "$STALL_PORT"
     taskset -c 1 "$BENCH" -q --json -t1 -c16 -d6s "$@" "http://127.0.0.1:$STALL_PORT/" |
@@ -140,8 +143,11 @@ stall_run() {
 }
 echo
 echo "open loop: a server stalling 1 s in a 6 s run, 16 connections, CPU 0 / CPU 1"
-read -r p50 p99 n < <(stall_run --rate "$RATE")
+# Command substitution waits for stall_run to stop its server.
+out=$(stall_run --rate "$RATE")
+read -r p50 p99 n <<<"$out"
 verdict=$(awk -v p="$p99" 'BEGIN { print (p >= 500) ? "ok" : "MISSED" }')
 echo "--rate $RATE: p50 ${p50}ms, p99 ${p99}ms over $n responses (the stall must show: p99 >= 500ms) $verdict"
-read -r p50 p99 n < <(stall_run)
+out=$(stall_run)
+read -r p50 p99 n <<<"$out"
 echo "closed loop, for contrast: p50 ${p50}ms, p99 ${p99}ms over $n responses (coordinated omission hides the stall)"
