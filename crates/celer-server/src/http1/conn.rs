@@ -191,7 +191,8 @@ impl<I: Transport> Conn<I> {
         self.wait_idle(Instant::now() + wait).await
     }
 
-    /// Reads and answers the next request.
+    /// Reads and answers requests until the read buffer runs dry: one heap
+    /// future serves a whole pipelined batch.
     async fn next<S, B>(&mut self, service: &mut S) -> Result<Next, Fail>
     where
         S: Service<Request<Incoming>, Response = Response<B>>,
@@ -199,9 +200,14 @@ impl<I: Transport> Conn<I> {
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
     {
-        match self.read_head().await? {
-            Some(head) => self.serve_one(service, head).await,
-            None => Ok(Next::Close),
+        loop {
+            let Some(head) = self.read_head().await? else {
+                return Ok(Next::Close);
+            };
+            match self.serve_one(service, head).await? {
+                Next::Continue if !self.rbuf.is_empty() => {}
+                next => return Ok(next),
+            }
         }
     }
 
@@ -338,7 +344,8 @@ impl<I: Transport> Conn<I> {
             keep_alive: keep_alive && !last,
         };
         let (body, mut feed) = self.request_body(body_len, expect_continue);
-        let mut request = request.map(|()| body);
+        let mut request = request;
+        *request.body_mut() = body;
         let pending = upgrade.then(|| {
             let (on, pending) = upgrade::pending();
             request.extensions_mut().insert(on);

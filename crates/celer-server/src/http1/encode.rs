@@ -86,15 +86,9 @@ pub(crate) fn encode_head(
     };
 
     let out = dst.flat_mut(256);
-    out.put_slice(b"HTTP/1.1 ");
-    out.put_slice(status.as_str().as_bytes());
-    out.put_u8(b' ');
-    out.put_slice(status.canonical_reason().unwrap_or("Unknown").as_bytes());
-    out.put_slice(b"\r\n");
+    put_status_line(out, status);
     if !has_date {
-        out.put_slice(b"date: ");
-        date::with_date(|d| out.put_slice(d));
-        out.put_slice(b"\r\n");
+        date::with_date_line(|line| out.put_slice(line));
     }
     if let Some(server) = server.as_ref().filter(|_| !has_server) {
         out.put_slice(b"server: ");
@@ -143,6 +137,29 @@ pub(crate) fn encode_head(
         encoder,
         keep_alive,
     }
+}
+
+/// Writes `HTTP/1.1 <code> <reason>\r\n`, in one copy for common codes.
+fn put_status_line(out: &mut BytesMut, status: StatusCode) {
+    let line: &'static [u8] = match status.as_u16() {
+        200 => b"HTTP/1.1 200 OK\r\n",
+        204 => b"HTTP/1.1 204 No Content\r\n",
+        206 => b"HTTP/1.1 206 Partial Content\r\n",
+        301 => b"HTTP/1.1 301 Moved Permanently\r\n",
+        302 => b"HTTP/1.1 302 Found\r\n",
+        304 => b"HTTP/1.1 304 Not Modified\r\n",
+        400 => b"HTTP/1.1 400 Bad Request\r\n",
+        404 => b"HTTP/1.1 404 Not Found\r\n",
+        _ => {
+            out.put_slice(b"HTTP/1.1 ");
+            out.put_slice(status.as_str().as_bytes());
+            out.put_u8(b' ');
+            out.put_slice(status.canonical_reason().unwrap_or("Unknown").as_bytes());
+            out.put_slice(b"\r\n");
+            return;
+        }
+    };
+    out.put_slice(line);
 }
 
 /// A Content-Length value: ASCII digits only, at most 19 of them.

@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode, Uri, Version};
 
+use crate::body::Incoming;
 use crate::limits::Limits;
 
 /// The most header fields the parser can hold, whatever the limit says.
@@ -30,7 +31,8 @@ pub(crate) enum BodyLen {
 /// A parsed request head with its framing and connection facts.
 #[derive(Debug)]
 pub(crate) struct Head {
-    pub(crate) request: Request<()>,
+    /// The request, its body still empty.
+    pub(crate) request: Request<Incoming>,
     pub(crate) body: BodyLen,
     pub(crate) keep_alive: bool,
     pub(crate) expect_continue: bool,
@@ -118,7 +120,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, 
     }
     let head = buf.split_to(len).freeze();
     let uri = parse_uri(&method, head.slice(path.0..path.0 + path.1))?;
-    let mut request = Request::new(());
+    let mut request = Request::new(Incoming::empty());
     *request.method_mut() = method;
     *request.uri_mut() = uri;
     *request.version_mut() = version;
@@ -451,8 +453,24 @@ static HOST_BYTES: [bool; 256] = {
         table[b] = c.is_ascii_alphanumeric()
             || matches!(
                 c,
-                b'.' | b'-' | b'_' | b'~' | b':' | b'[' | b']' | b'%' | b'!' | b'$' | b'&' | b'\''
-                    | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+                b'.' | b'-'
+                    | b'_'
+                    | b'~'
+                    | b':'
+                    | b'['
+                    | b']'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
             );
         b += 1;
     }

@@ -54,6 +54,23 @@ const GET10_KA: ReqFacts = ReqFacts {
 };
 
 #[test]
+fn status_lines() {
+    for code in [
+        100, 101, 200, 201, 204, 206, 301, 302, 304, 400, 404, 405, 418, 500, 599,
+    ] {
+        let status = StatusCode::from_u16(code).unwrap();
+        let mut out = BytesMut::new();
+        put_status_line(&mut out, status);
+        let want = format!(
+            "HTTP/1.1 {} {}\r\n",
+            status.as_str(),
+            status.canonical_reason().unwrap_or("Unknown")
+        );
+        assert_eq!(out, want.as_bytes());
+    }
+}
+
+#[test]
 fn known_length() {
     let (text, f) = head(200, &[("content-type", "text/plain")], Some(5), GET11);
     assert_eq!(
