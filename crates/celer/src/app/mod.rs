@@ -14,7 +14,7 @@ use http::Extensions;
 
 use crate::extract::DEFAULT_BODY_LIMIT;
 use crate::handler::{BoxHandler, Handler, boxed};
-use crate::router::{MethodSet, Router, Rule, UrlError, UrlParams};
+use crate::router::{ExactIndex, MethodSet, Router, Rule, UrlError, UrlParams};
 
 pub use self::route::RouteBuilder;
 pub use self::service::ResponseFuture;
@@ -55,6 +55,8 @@ pub struct App {
 #[derive(Clone)]
 pub(crate) struct Shared {
     pub(crate) router: Router<usize>,
+    /// Route ids of the fully static rules by path, tried before the router.
+    pub(crate) exact: ExactIndex<usize>,
     pub(crate) routes: Vec<Route>,
     names: HashMap<Box<str>, usize>,
     /// App-level middleware, outermost first; they run before routing.
@@ -99,6 +101,7 @@ impl App {
         App {
             shared: Arc::new(Shared {
                 router: Router::new(),
+                exact: ExactIndex::new(),
                 routes: Vec::new(),
                 names: HashMap::new(),
                 middleware: Vec::new(),
@@ -446,6 +449,7 @@ impl Shared {
     fn push_route(&mut self, route: Route) -> usize {
         let id = self.routes.len();
         self.router.insert_rule(&route.rule, id);
+        self.exact.insert(&route.rule, id);
         self.routes.push(route);
         id
     }

@@ -141,6 +141,17 @@ impl Shared {
     fn lookup(&self, method: &Method, path: &str, nth: usize) -> Option<Found> {
         if *method != Method::HEAD {
             if nth == 0 {
+                // A fully static rule is the best match when it takes the
+                // method; the walk would visit it first.
+                for &route in self.exact.get(path) {
+                    if self.routes[route].methods.contains(method) {
+                        return Some(Found {
+                            route,
+                            params: RawParams::EMPTY,
+                            head_via_get: false,
+                        });
+                    }
+                }
                 let found = self
                     .router
                     .find(path, |id| self.routes[*id].methods.contains(method))?;

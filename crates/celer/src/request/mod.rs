@@ -33,7 +33,14 @@ use crate::router::{RawParams, UrlError, UrlParams, decode};
 /// # let _ = show;
 /// ```
 pub struct Request {
-    inner: http::Request<Body>,
+    /// Everything lives behind one pointer: a request is moved through
+    /// dispatch, middleware, `next` and into the handler's future, and each
+    /// move is then a word instead of a memcpy of some 400 bytes.
+    inner: Box<Inner>,
+}
+
+struct Inner {
+    http: http::Request<Body>,
     /// The app that routes this request; gives state and `url_for`.
     shared: Arc<Shared>,
     /// The parameters of the matched route, resolved against the path as it
@@ -42,8 +49,8 @@ pub struct Request {
     /// The limit for body extractors, set from the matched route.
     body_limit: usize,
     body_taken: bool,
-    /// The connection's addresses, copied in by the server for each request
-    /// (no allocation); `None` outside [`serve`](crate::serve).
+    /// The connection's addresses, copied in by the server for each request;
+    /// `None` outside [`serve`](crate::serve).
     addrs: ConnAddrs,
 }
 
@@ -95,67 +102,69 @@ pub struct LocalAddr(pub SocketAddr);
 // ===== impl Request =====
 
 impl Request {
-    pub(crate) fn new(inner: http::Request<Body>, shared: Arc<Shared>, addrs: ConnAddrs) -> Self {
+    pub(crate) fn new(http: http::Request<Body>, shared: Arc<Shared>, addrs: ConnAddrs) -> Self {
         let body_limit = shared.body_limit;
         Request {
-            inner,
-            shared,
-            params: PathParams {
-                names: None,
-                raw: RawParams::EMPTY,
-            },
-            body_limit,
-            body_taken: false,
-            addrs,
+            inner: Box::new(Inner {
+                http,
+                shared,
+                params: PathParams {
+                    names: None,
+                    raw: RawParams::EMPTY,
+                },
+                body_limit,
+                body_taken: false,
+                addrs,
+            }),
         }
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+        &self.inner.shared
     }
 
     pub(crate) fn set_route(&mut self, names: &Arc<[Box<str>]>, raw: RawParams, limit: usize) {
-        self.params = PathParams {
+        self.inner.params = PathParams {
             names: (raw.len() > 0).then(|| names.clone()),
             raw,
         };
-        self.body_limit = limit;
+        self.inner.body_limit = limit;
     }
 
     /// The request method.
     pub fn method(&self) -> &Method {
-        self.inner.method()
+        self.inner.http.method()
     }
 
     /// The request target.
     pub fn uri(&self) -> &Uri {
-        self.inner.uri()
+        self.inner.http.uri()
     }
 
     /// Mutable access to the request target, e.g. to rewrite it in an
     /// app-level middleware before routing.
     pub fn uri_mut(&mut self) -> &mut Uri {
-        self.inner.uri_mut()
+        self.inner.http.uri_mut()
     }
 
     /// The path of the request target, still percent-encoded.
     pub fn path(&self) -> &str {
-        self.inner.uri().path()
+        self.inner.http.uri().path()
     }
 
     /// The HTTP version.
     pub fn version(&self) -> Version {
-        self.inner.version()
+        self.inner.http.version()
     }
 
     /// The request headers.
     pub fn headers(&self) -> &HeaderMap {
-        self.inner.headers()
+        self.inner.http.headers()
     }
 
     /// Mutable access to the request headers.
     pub fn headers_mut(&mut self) -> &mut HeaderMap {
-        self.inner.headers_mut()
+        self.inner.http.headers_mut()
     }
 
     /// Request-scoped values, shared by middleware and handlers.
@@ -166,12 +175,12 @@ impl Request {
     /// assert_eq!(req.extensions().get::<u32>(), Some(&42));
     /// ```
     pub fn extensions(&self) -> &Extensions {
-        self.inner.extensions()
+        self.inner.http.extensions()
     }
 
     /// Mutable access to the request-scoped values.
     pub fn extensions_mut(&mut self) -> &mut Extensions {
-        self.inner.extensions_mut()
+        self.inner.http.extensions_mut()
     }
 
     /// The client's address, if the server provided it: from
@@ -189,7 +198,8 @@ impl Request {
     /// # let _ = whoami;
     /// ```
     pub fn remote_addr(&self) -> Option<SocketAddr> {
-        self.addrs
+        self.inner
+            .addrs
             .remote
             .or_else(|| self.extensions().get::<RemoteAddr>().map(|addr| addr.0))
     }
@@ -202,7 +212,8 @@ impl Request {
     /// assert_eq!(req.local_addr(), None);
     /// ```
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.addrs
+        self.inner
+            .addrs
             .local
             .or_else(|| self.extensions().get::<LocalAddr>().map(|addr| addr.0))
     }
@@ -216,12 +227,12 @@ impl Request {
     /// assert_eq!(req.state::<String>().map(String::as_str), Some("db"));
     /// ```
     pub fn state<T: Send + Sync + 'static>(&self) -> Option<&T> {
-        self.shared.state.get::<T>()
+        self.inner.shared.state.get::<T>()
     }
 
     /// The raw query string, if any.
     pub fn query_str(&self) -> Option<&str> {
-        self.inner.uri().query()
+        self.inner.http.uri().query()
     }
 
     /// Deserializes the query string (parsed only when asked for).
@@ -295,14 +306,14 @@ impl Request {
 
     /// A path parameter as a decoded string.
     pub fn param_str(&self, name: &str) -> Option<Cow<'_, str>> {
-        let names = self.params.names.as_ref()?;
+        let names = self.inner.params.names.as_ref()?;
         let idx = names.iter().position(|n| &**n == name)?;
         self.raw_param(idx).map(decode)
     }
 
     /// The path parameters as `(name, decoded value)` pairs, in rule order.
     pub fn params(&self) -> impl Iterator<Item = (&str, Cow<'_, str>)> + '_ {
-        let names = self.params.names.as_deref().unwrap_or(&[]);
+        let names = self.inner.params.names.as_deref().unwrap_or(&[]);
         names
             .iter()
             .enumerate()
@@ -310,37 +321,37 @@ impl Request {
     }
 
     fn raw_param(&self, idx: usize) -> Option<&str> {
-        let (start, end) = self.params.raw.range(idx)?;
+        let (start, end) = self.inner.params.raw.range(idx)?;
         self.path().get(start..end)
     }
 
     /// Builds the URL of a named route; see [`App::url_for`](crate::App::url_for).
     pub fn url_for(&self, name: &str, params: &UrlParams<'_>) -> Result<String, UrlError> {
-        self.shared.url_for(name, params)
+        self.inner.shared.url_for(name, params)
     }
 
     /// The limit, in bytes, that body extractors enforce for this request.
     pub fn body_limit(&self) -> usize {
-        self.body_limit
+        self.inner.body_limit
     }
 
     /// Changes the body limit for this request (e.g. from a middleware).
     pub fn set_body_limit(&mut self, limit: usize) {
-        self.body_limit = limit;
+        self.inner.body_limit = limit;
     }
 
     /// Takes the body out as a stream; later body extractors fail.
     pub fn take_body(&mut self) -> Body {
-        self.body_taken = true;
-        std::mem::take(self.inner.body_mut())
+        self.inner.body_taken = true;
+        std::mem::take(self.inner.http.body_mut())
     }
 
     /// Reads the whole body, up to the body limit.
     pub async fn bytes(&mut self) -> Result<Bytes, BytesRejection> {
-        if self.body_taken {
+        if self.inner.body_taken {
             return Err(BodyAlreadyTaken::new().into());
         }
-        let limit = self.body_limit;
+        let limit = self.inner.body_limit;
         read_limited(self.take_body(), limit).await
     }
 
@@ -400,7 +411,7 @@ impl Request {
 
     /// Gives back the `http` request.
     pub fn into_http(self) -> http::Request<Body> {
-        self.inner
+        self.inner.http
     }
 
     /// A builder for requests outside a server, e.g. in tests and docs.

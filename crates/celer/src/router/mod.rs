@@ -53,6 +53,7 @@
 //! assert_eq!(*router.at("/users/a/b").unwrap().value(), "catch-all");
 //! ```
 
+mod exact;
 mod method;
 mod rule;
 mod tree;
@@ -67,6 +68,7 @@ pub use self::method::MethodSet;
 pub use self::rule::Rule;
 pub use self::url::{UrlError, UrlParams};
 
+pub(crate) use self::exact::ExactIndex;
 use self::tree::Node;
 pub(crate) use self::tree::{RawParams, decode};
 use self::types::TypeRegistry;

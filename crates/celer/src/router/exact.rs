@@ -1,0 +1,159 @@
+//! An exact-path index over fully static rules, consulted before the tree.
+//!
+//! A path such as `/plaintext` that equals a rule made of static segments
+//! only is found with one hash and one key comparison instead of a walk. The
+//! walk visits the leaves of such a rule before any typed or catch-all
+//! branch (static children come first at every node), so answering from
+//! this index first keeps the router's match priority.
+
+use super::MAX_PATH;
+use super::rule::{Rule, Segment};
+use super::tree::{fx_hash, same_key};
+
+/// Maps a static path to the values of its rules, in registration order.
+#[derive(Clone)]
+pub(crate) struct ExactIndex<V> {
+    entries: Vec<(Box<str>, Vec<V>)>,
+    /// `(low bits of the hash, entry index + 1)`; index 0 marks an empty slot.
+    /// The load factor stays at or below one half.
+    slots: Box<[(u32, u32)]>,
+    /// `64 - log2(slots.len())`: the slot comes from the top bits of the hash.
+    shift: u32,
+}
+
+// ===== impl ExactIndex =====
+
+impl<V> ExactIndex<V> {
+    pub(crate) fn new() -> Self {
+        ExactIndex {
+            entries: Vec::new(),
+            slots: Box::new([]),
+            shift: 64,
+        }
+    }
+
+    /// Adds `value` under the path of `rule` if the rule is fully static;
+    /// other rules are left to the tree.
+    pub(crate) fn insert(&mut self, rule: &Rule, value: V) {
+        let Some(path) = static_path(rule) else {
+            return;
+        };
+        if let Some(idx) = self.position(&path) {
+            self.entries[idx].1.push(value);
+            return;
+        }
+        self.entries.push((path.into(), vec![value]));
+        if self.entries.len() * 2 > self.slots.len() {
+            self.rebuild();
+        } else {
+            self.place(self.entries.len() - 1);
+        }
+    }
+
+    /// The values of the rules whose path is exactly `path`.
+    #[inline]
+    pub(crate) fn get(&self, path: &str) -> &[V] {
+        match self.position(path) {
+            Some(idx) => &self.entries[idx].1,
+            None => &[],
+        }
+    }
+
+    #[inline]
+    fn position(&self, path: &str) -> Option<usize> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let hash = fx_hash(path.as_bytes());
+        let tag = hash as u32;
+        let mut slot = (hash >> self.shift) as usize & mask;
+        loop {
+            let (slot_tag, idx) = self.slots[slot];
+            if idx == 0 {
+                return None;
+            }
+            let idx = idx as usize - 1;
+            if slot_tag == tag && same_key(&self.entries[idx].0, path) {
+                return Some(idx);
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    fn rebuild(&mut self) {
+        let capacity = (self.entries.len() * 2).next_power_of_two().max(8);
+        self.slots = vec![(0, 0); capacity].into_boxed_slice();
+        self.shift = 64 - capacity.trailing_zeros();
+        for idx in 0..self.entries.len() {
+            self.place(idx);
+        }
+    }
+
+    fn place(&mut self, idx: usize) {
+        let mask = self.slots.len() - 1;
+        let hash = fx_hash(self.entries[idx].0.as_bytes());
+        let mut slot = (hash >> self.shift) as usize & mask;
+        while self.slots[slot].1 != 0 {
+            slot = (slot + 1) & mask;
+        }
+        self.slots[slot] = (hash as u32, idx as u32 + 1);
+    }
+}
+
+/// The one path a rule of static segments matches; `None` for rules with
+/// parameters, a tail, or no segment at all (the walk never ends at the
+/// root, so such a rule matches nothing), and for paths over `MAX_PATH`,
+/// which the walk refuses.
+fn static_path(rule: &Rule) -> Option<String> {
+    if rule.tail.is_some() || rule.segments.is_empty() {
+        return None;
+    }
+    let mut path = String::new();
+    for segment in &rule.segments {
+        let Segment::Static(literal) = segment else {
+            return None;
+        };
+        path.push('/');
+        path.push_str(literal);
+    }
+    (path.len() <= MAX_PATH).then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::router::Router;
+
+    fn index(rules: &[&str]) -> ExactIndex<usize> {
+        let router = Router::<()>::new();
+        let mut index = ExactIndex::new();
+        for (id, rule) in rules.iter().enumerate() {
+            index.insert(&router.parse(rule).unwrap(), id);
+        }
+        index
+    }
+
+    #[test]
+    fn static_rules_are_found_by_their_exact_path() {
+        let index = index(&["/", "/a", "/a/b", "/a/", "/a", "/<x>", "/a/<path:p>", ""]);
+        assert_eq!(index.get("/"), [0]);
+        assert_eq!(index.get("/a"), [1, 4]);
+        assert_eq!(index.get("/a/b"), [2]);
+        assert_eq!(index.get("/a/"), [3]);
+        assert!(index.get("/b").is_empty());
+        assert!(index.get("").is_empty());
+        assert!(index.get("/a/b/").is_empty());
+    }
+
+    #[test]
+    fn many_static_rules_survive_growth() {
+        let rules: Vec<String> = (0..1000).map(|n| format!("/r{n}/x")).collect();
+        let refs: Vec<&str> = rules.iter().map(String::as_str).collect();
+        let index = index(&refs);
+        for (id, rule) in refs.iter().enumerate() {
+            assert_eq!(index.get(rule), [id]);
+        }
+        assert!(index.get("/r1000/x").is_empty());
+    }
+}
