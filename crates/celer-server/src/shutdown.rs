@@ -1,8 +1,14 @@
 //! The graceful-shutdown signal shared by accept loops and connections.
+//!
+//! Accept loops wait on a `Notify`. Connections register one waker each for
+//! their whole life, so an idle connection learns of shutdown at once
+//! without a lock or allocation per request.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
+use futures_util::task::AtomicWaker;
 use tokio::sync::Notify;
 
 /// A cheap handle that tells whether shutdown has started and wakes waiters
@@ -16,6 +22,22 @@ pub struct Shutdown {
 struct Inner {
     started: AtomicBool,
     notify: Notify,
+    conns: Mutex<Registry>,
+}
+
+/// Wakers of live connections, in reusable slots.
+#[derive(Debug, Default)]
+struct Registry {
+    slots: Vec<Option<Arc<AtomicWaker>>>,
+    free: Vec<usize>,
+}
+
+impl Inner {
+    fn conns(&self) -> MutexGuard<'_, Registry> {
+        // The registry stays consistent across a panic: every critical
+        // section is a single push, pop or slot write.
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Shutdown {
@@ -29,6 +51,9 @@ impl Shutdown {
     pub fn trigger(&self) {
         self.inner.started.store(true, Ordering::Release);
         self.inner.notify.notify_waiters();
+        for waker in self.inner.conns().slots.iter().flatten() {
+            waker.wake();
+        }
     }
 
     /// True once [`Shutdown::trigger`] was called.
@@ -45,5 +70,82 @@ impl Shutdown {
             return;
         }
         notified.await;
+    }
+
+    /// A per-connection watch on this signal.
+    pub(crate) fn watch(&self) -> Watch {
+        let waker = Arc::new(AtomicWaker::new());
+        let mut conns = self.inner.conns();
+        let slot = match conns.free.pop() {
+            Some(slot) => {
+                conns.slots[slot] = Some(waker.clone());
+                slot
+            }
+            None => {
+                conns.slots.push(Some(waker.clone()));
+                conns.slots.len() - 1
+            }
+        };
+        drop(conns);
+        Watch {
+            shutdown: self.clone(),
+            waker,
+            slot,
+        }
+    }
+}
+
+/// One connection's registration with a [`Shutdown`].
+#[derive(Debug)]
+pub(crate) struct Watch {
+    shutdown: Shutdown,
+    waker: Arc<AtomicWaker>,
+    slot: usize,
+}
+
+impl Watch {
+    /// True once shutdown has started.
+    pub(crate) fn is_started(&self) -> bool {
+        self.shutdown.is_started()
+    }
+
+    /// Ready once shutdown has started; otherwise wakes `cx` when it does.
+    pub(crate) fn poll_started(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.waker.register(cx.waker());
+        if self.is_started() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut conns = self.shutdown.inner.conns();
+        conns.slots[self.slot] = None;
+        conns.free.push(self.slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watches_are_woken_and_slots_reused() {
+        let shutdown = Shutdown::new();
+        let a = shutdown.watch();
+        let b = shutdown.watch();
+        assert_eq!((a.slot, b.slot), (0, 1));
+        drop(a);
+        let c = shutdown.watch();
+        assert_eq!(c.slot, 0, "a freed slot is reused");
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(c.poll_started(&mut cx).is_pending());
+        shutdown.trigger();
+        assert!(c.poll_started(&mut cx).is_ready());
+        assert!(b.is_started());
     }
 }

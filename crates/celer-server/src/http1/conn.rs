@@ -29,7 +29,7 @@ use crate::http1::encode::{self, Encoder, ReqFacts, ServerHeader};
 use crate::http1::io::{self as bufio, WriteBuf};
 use crate::http1::parse::{self, BodyLen, Head, Parsed, Reject};
 use crate::limits::Limits;
-use crate::shutdown::Shutdown;
+use crate::shutdown::{Shutdown, Watch};
 use crate::transport::Transport;
 use crate::upgrade::{self, Upgraded};
 
@@ -74,7 +74,7 @@ pub async fn serve_connection<I, S, B>(
         rbuf: BytesMut::new(),
         wbuf: WriteBuf::default(),
         config,
-        shutdown,
+        shutdown: shutdown.watch(),
         timer,
         write_timer: None,
         served: 0,
@@ -96,8 +96,9 @@ struct Conn<I> {
     rbuf: BytesMut,
     wbuf: WriteBuf,
     config: Arc<Http1Config>,
-    shutdown: Shutdown,
-    /// The read-side deadline: head, idle or body timeout.
+    shutdown: Watch,
+    /// The read-side deadline: head, idle or body timeout. Re-armed lazily:
+    /// it may fire before the deadline in force, which then re-arms it.
     timer: Pin<Box<Sleep>>,
     /// The write-side deadline, created the first time a write waits.
     write_timer: Option<Pin<Box<Sleep>>>,
@@ -122,6 +123,8 @@ struct Feed {
     continue_owed: bool,
     /// No more feeding: the body ended, failed, or its reader left.
     stopped: bool,
+    /// When the body times out unless more of it arrives.
+    deadline: Instant,
 }
 
 /// What one round of feeding achieved.
@@ -204,6 +207,9 @@ impl<I: Transport> Conn<I> {
             let Some(head) = self.read_head().await? else {
                 return Ok(Next::Close);
             };
+            if let Err(err) = poll_fn(|cx| service.poll_ready(cx)).await {
+                return Err(service_failed(err));
+            }
             match self.serve_one(service, head).await? {
                 Next::Continue if !self.rbuf.is_empty() => {}
                 next => return Ok(next),
@@ -271,25 +277,21 @@ impl<I: Transport> Conn<I> {
     /// Waits, holding no buffers, until the client sends something; false
     /// when the deadline passed or shutdown started first.
     async fn wait_idle(&mut self, deadline: Instant) -> io::Result<bool> {
-        let io = &mut self.io;
-        let ready = poll_fn(move |cx| Poll::Ready(io.poll_read_ready(cx))).await;
-        // (`io` is a unique borrow so the future stays `Send` without `I: Sync`.)
-        if let Poll::Ready(res) = ready {
-            return res.map(|()| true);
-        }
         self.wbuf.release();
         bufio::give_buf(std::mem::take(&mut self.rbuf));
-        if self.timer.deadline() != deadline {
-            self.timer.as_mut().reset(deadline);
-        }
-        let shutdown = self.shutdown.clone();
         let io = &mut self.io;
-        tokio::select! {
-            biased;
-            res = poll_fn(move |cx| io.poll_read_ready(cx)) => res.map(|()| true),
-            () = &mut self.timer => Ok(false),
-            () = shutdown.started() => Ok(false),
-        }
+        let timer = &mut self.timer;
+        let shutdown = &self.shutdown;
+        poll_fn(move |cx| {
+            if let Poll::Ready(res) = io.poll_read_ready(cx) {
+                return Poll::Ready(res.map(|()| true));
+            }
+            if shutdown.poll_started(cx).is_ready() {
+                return Poll::Ready(Ok(false));
+            }
+            poll_deadline(timer, deadline, cx).map(|()| Ok(false))
+        })
+        .await
     }
 
     /// Reads once; `None` when the deadline passed first.
@@ -301,19 +303,11 @@ impl<I: Transport> Conn<I> {
         let io = &mut self.io;
         let rbuf = &mut self.rbuf;
         let timer = &mut self.timer;
-        let mut armed = false;
         poll_fn(|cx| {
             if let Poll::Ready(res) = poll_read_buf(io, cx, rbuf) {
                 return Poll::Ready(res.map(Some));
             }
-            if !armed {
-                armed = true;
-                if timer.deadline() != deadline {
-                    timer.as_mut().reset(deadline);
-                }
-            }
-            ready!(timer.as_mut().poll(cx));
-            Poll::Ready(Ok(None))
+            poll_deadline(timer, deadline, cx).map(|()| Ok(None))
         })
         .await
     }
@@ -352,19 +346,11 @@ impl<I: Transport> Conn<I> {
             pending
         });
 
-        let response = self.call(service, request, &mut feed).await?;
-        let response = match response {
+        let fut = service.call(request);
+        let response = match self.drive(fut, &mut feed).await? {
             Ok(response) => response,
-            Err(err) => {
-                let err: BoxError = err.into();
-                tracing::error!(target: "celer::http1", error = %err, "service failed");
-                return Err(Fail::Reject(Reject::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal server error",
-                )));
-            }
+            Err(err) => return Err(service_failed(err)),
         };
-        let (parts, body) = response.into_parts();
         // A client still waiting for `100 Continue` may or may not send its
         // body, so the connection cannot be reused safely.
         let owed = feed.as_ref().is_some_and(|f| f.continue_owed);
@@ -372,16 +358,8 @@ impl<I: Transport> Conn<I> {
             keep_alive: facts.keep_alive && !owed && !self.shutdown.is_started(),
             ..facts
         };
-        let exact = body.size_hint().exact();
-        let mut framed = encode::encode_head(
-            parts.status,
-            &parts.headers,
-            exact,
-            facts,
-            &self.config.server_header,
-            &mut self.wbuf,
-        );
-        if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+        let (status, body, mut framed) = self.encode_response(response, facts);
+        if status == StatusCode::SWITCHING_PROTOCOLS {
             return Ok(match pending {
                 Some(pending) if feed.as_ref().is_none_or(|f| f.decoder.is_done()) => {
                     Next::Upgrade(pending)
@@ -396,7 +374,8 @@ impl<I: Transport> Conn<I> {
             framed.keep_alive = false;
         }
         if let Some(feed) = feed.as_mut() {
-            if !self.finish_body(feed).await? {
+            // Boxed: rare, and it would otherwise enlarge every request's state.
+            if !Box::pin(self.finish_body(feed)).await? {
                 framed.keep_alive = false;
             }
         }
@@ -428,24 +407,21 @@ impl<I: Transport> Conn<I> {
             decoder,
             continue_owed: expect_continue && self.rbuf.is_empty(),
             stopped: false,
+            deadline: Instant::now() + self.config.limits.body_timeout,
         };
         (body, Some(feed))
     }
 
-    /// Calls the service and drives it, feeding its body meanwhile.
-    async fn call<S, B>(
+    /// Drives the service's future, feeding the request body meanwhile.
+    async fn drive<F, B, E>(
         &mut self,
-        service: &mut S,
-        request: Request<Incoming>,
+        fut: F,
         feed: &mut Option<Feed>,
-    ) -> Result<Result<Response<B>, S::Error>, Fail>
+    ) -> Result<Result<Response<B>, E>, Fail>
     where
-        S: Service<Request<Incoming>, Response = Response<B>>,
+        F: Future<Output = Result<Response<B>, E>>,
     {
-        if let Err(err) = poll_fn(|cx| service.poll_ready(cx)).await {
-            return Ok(Err(err));
-        }
-        let mut fut = std::pin::pin!(service.call(request));
+        let mut fut = std::pin::pin!(fut);
         poll_fn(|cx| {
             loop {
                 if let Poll::Ready(res) = fut.as_mut().poll(cx) {
@@ -462,6 +438,27 @@ impl<I: Transport> Conn<I> {
             }
         })
         .await
+    }
+
+    /// Writes the response head; hands back the status, the body and the
+    /// framing (the head's fields are dropped here, not held while the body
+    /// streams).
+    fn encode_response<B: Body>(
+        &mut self,
+        response: Response<B>,
+        facts: ReqFacts,
+    ) -> (StatusCode, B, encode::Framed) {
+        let (parts, body) = response.into_parts();
+        let exact = body.size_hint().exact();
+        let framed = encode::encode_head(
+            parts.status,
+            &parts.headers,
+            exact,
+            facts,
+            &self.config.server_header,
+            &mut self.wbuf,
+        );
+        (parts.status, body, framed)
     }
 
     /// Streams a response body out; false when its framing broke and the
@@ -648,8 +645,7 @@ impl<I: Transport> Conn<I> {
                     return Poll::Ready(Err(Fail::Io(io::ErrorKind::UnexpectedEof.into())));
                 }
                 Poll::Ready(Ok(_)) => {
-                    let at = Instant::now() + self.config.limits.body_timeout;
-                    self.timer.as_mut().reset(at);
+                    feed.deadline = Instant::now() + self.config.limits.body_timeout;
                 }
                 Poll::Ready(Err(err)) => {
                     feed.sender
@@ -658,7 +654,8 @@ impl<I: Transport> Conn<I> {
                     return Poll::Ready(Err(Fail::Io(err)));
                 }
                 Poll::Pending => {
-                    if self.timer.is_elapsed() || self.timer.as_mut().poll(cx).is_ready() {
+                    let deadline = feed.deadline;
+                    if poll_deadline(&mut self.timer, deadline, cx).is_ready() {
                         feed.sender.fail(Error::new(Kind::BodyTimeout));
                         feed.stopped = true;
                         return Poll::Ready(Err(Fail::Reject(Reject::new(
@@ -770,6 +767,33 @@ impl<I: Transport> Conn<I> {
         }
         Ok(())
     }
+}
+
+/// Ready once `deadline` has passed. The timer is moved only when it would
+/// fire too late; one that fires early (the deadline moved on since it was
+/// set) is re-armed then, so keep-alive traffic costs no timer work per
+/// request.
+fn poll_deadline(timer: &mut Pin<Box<Sleep>>, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
+    loop {
+        if timer.deadline() > deadline {
+            timer.as_mut().reset(deadline);
+        }
+        ready!(timer.as_mut().poll(cx));
+        if timer.deadline() >= deadline {
+            return Poll::Ready(());
+        }
+        timer.as_mut().reset(deadline);
+    }
+}
+
+/// Logs a service failure and answers 500.
+fn service_failed<E: Into<BoxError>>(err: E) -> Fail {
+    let err: BoxError = err.into();
+    tracing::error!(target: "celer::http1", error = %err, "service failed");
+    Fail::Reject(Reject::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal server error",
+    ))
 }
 
 /// Reads once into the spare room of `buf`.
