@@ -749,11 +749,15 @@ impl<I: Transport> Conn<I> {
         self.close().await
     }
 
-    /// Flushes, then closes gracefully: after a write shutdown, reads and
-    /// discards for a moment so unread request bytes do not turn the close
-    /// into a reset that destroys the response (RFC 9112 §9.6).
+    /// Flushes, then closes. When the client has sent bytes the server did
+    /// not read, closes gracefully instead: after a write shutdown, reads and
+    /// discards for a moment so those bytes do not turn the close into a
+    /// reset that destroys the response (RFC 9112 §9.6).
     async fn close(&mut self) -> io::Result<()> {
         self.flush().await?;
+        if self.rbuf.is_empty() && !self.io.has_unread_input() {
+            return Ok(());
+        }
         self.io.shutdown().await?;
         let linger = self.config.limits.head_timeout.min(LINGER_TIME);
         let deadline = Instant::now() + linger;
