@@ -28,7 +28,7 @@ pub trait Transport: AsyncRead + AsyncWrite + Send + Unpin + 'static {
 }
 
 /// Peeks one byte without blocking (the socket is non-blocking).
-fn peek_pending(sock: socket2::SockRef<'_>) -> bool {
+fn peek_pending(sock: &socket2::SockRef<'_>) -> bool {
     let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
     matches!(sock.peek(&mut byte), Ok(n) if n > 0)
 }
@@ -39,7 +39,7 @@ impl Transport for tokio::net::TcpStream {
     }
 
     fn has_unread_input(&self) -> bool {
-        peek_pending(socket2::SockRef::from(self))
+        peek_pending(&socket2::SockRef::from(self))
     }
 }
 
@@ -49,7 +49,7 @@ impl Transport for tokio::net::UnixStream {
     }
 
     fn has_unread_input(&self) -> bool {
-        peek_pending(socket2::SockRef::from(self))
+        peek_pending(&socket2::SockRef::from(self))
     }
 }
 
