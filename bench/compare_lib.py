@@ -291,7 +291,7 @@ async def _idle(port, n, pid):
 
 SCENARIO_ORDER = ["plaintext-64", "plaintext-256", "json-64", "json-256",
                   "pipeline-16", "close", "idle"]
-SERVER_ORDER = ["celer", "hyper", "nginx", "h2o"]
+SERVER_ORDER = ["celer", "engine", "hyper", "nginx", "h2o"]
 
 
 def _order(value, order):
