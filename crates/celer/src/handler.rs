@@ -21,6 +21,7 @@ use std::task::{Context, Poll};
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
+use http::StatusCode;
 
 use crate::Request;
 use crate::response::{IntoResponse, Response};
@@ -128,7 +129,7 @@ impl Next {
         match self.pos {
             Pos::App(idx) => shared.run_app(idx, req),
             Pos::Route { route, step, nth } => shared.run_route(route, step, nth, req),
-            Pos::End => NextFuture::ready(crate::response::status(http::StatusCode::NOT_FOUND)),
+            Pos::End => NextFuture::status(http::StatusCode::NOT_FOUND),
         }
     }
 }
@@ -139,15 +140,28 @@ pub struct NextFuture {
     kind: FutureKind,
 }
 
+/// What a [`NextFuture`] yields. Every variant is at most two words, so the
+/// future (and the app's `ResponseFuture`, which the server holds and
+/// moves) stays small.
 enum FutureKind {
-    Ready(Option<Response>),
+    /// A response with an empty body and this status, built when polled.
+    Status(Option<StatusCode>),
+    /// A response built in advance.
+    Ready(Option<Box<Response>>),
     Boxed(BoxFuture<'static, Response>),
 }
 
 impl NextFuture {
     pub(crate) fn ready(res: Response) -> Self {
         NextFuture {
-            kind: FutureKind::Ready(Some(res)),
+            kind: FutureKind::Ready(Some(Box::new(res))),
+        }
+    }
+
+    /// An empty response with `status`.
+    pub(crate) fn status(status: StatusCode) -> Self {
+        NextFuture {
+            kind: FutureKind::Status(Some(status)),
         }
     }
 
@@ -163,8 +177,12 @@ impl Future for NextFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
         match &mut self.get_mut().kind {
+            FutureKind::Status(status) => match status.take() {
+                Some(status) => Poll::Ready(crate::response::status(status)),
+                None => Poll::Pending,
+            },
             FutureKind::Ready(res) => match res.take() {
-                Some(res) => Poll::Ready(res),
+                Some(res) => Poll::Ready(*res),
                 None => Poll::Pending,
             },
             FutureKind::Boxed(fut) => fut.as_mut().poll(cx),

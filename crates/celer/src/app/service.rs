@@ -73,7 +73,7 @@ impl Shared {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let req = Request::new(req.map(Body::new), self.clone(), addrs);
+        let req = Request::from_http(req, self.clone(), addrs);
         let inner = if self.status.is_empty() {
             self.run_app(0, req)
         } else {
@@ -120,11 +120,11 @@ impl Shared {
             return self.asterisk(req);
         }
         let Some(found) = self.lookup(req.method(), req.path(), nth) else {
-            return NextFuture::ready(if nth == 0 {
+            return if nth == 0 {
                 self.no_route(req.method(), req.path())
             } else {
-                crate::response::status(StatusCode::NOT_FOUND)
-            });
+                NextFuture::status(StatusCode::NOT_FOUND)
+            };
         };
         let route = &self.routes[found.route];
         let limit = route.body_limit.unwrap_or(self.body_limit);
@@ -211,14 +211,14 @@ impl Shared {
 
     /// No route takes this method: 404, or 405 / automatic OPTIONS when
     /// the path matches routes for other methods.
-    fn no_route(&self, method: &Method, path: &str) -> Response {
+    fn no_route(&self, method: &Method, path: &str) -> NextFuture {
         let mut allowed = MethodSet::NONE;
         self.router.for_each_match(path, |m| {
             allowed |= self.routes[*m.value()].methods.clone();
             ControlFlow::Continue(())
         });
         if allowed.is_empty() {
-            return crate::response::status(StatusCode::NOT_FOUND);
+            return NextFuture::status(StatusCode::NOT_FOUND);
         }
         let status = if *method == Method::OPTIONS {
             // RFC 9110 §9.3.7: describe the resource's communication options.
@@ -227,13 +227,13 @@ impl Shared {
             // RFC 9110 §15.5.6: 405 must list the allowed methods.
             StatusCode::METHOD_NOT_ALLOWED
         };
-        with_allow(status, allowed)
+        NextFuture::ready(with_allow(status, allowed))
     }
 
     /// `OPTIONS *` (RFC 9110 §9.3.7): the server as a whole.
     fn asterisk(self: &Arc<Self>, req: Request) -> NextFuture {
         if *req.method() != Method::OPTIONS {
-            return NextFuture::ready(crate::response::status(StatusCode::BAD_REQUEST));
+            return NextFuture::status(StatusCode::BAD_REQUEST);
         }
         if let Some(handler) = &self.asterisk {
             return NextFuture::boxed(handler(req, Next::new(Pos::End)));

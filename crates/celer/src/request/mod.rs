@@ -10,7 +10,6 @@ use bytes::Bytes;
 use http::{Extensions, HeaderMap, Method, Uri, Version, header};
 use serde::de::DeserializeOwned;
 
-use crate::Body;
 use crate::app::Shared;
 use crate::extract::rejection::{
     BodyAlreadyTaken, BytesRejection, FormDataError, FormRejection, InvalidParam, InvalidUtf8,
@@ -19,6 +18,7 @@ use crate::extract::rejection::{
 };
 use crate::extract::{FromRequest, read_limited};
 use crate::router::{RawParams, UrlError, UrlParams, decode};
+use crate::{Body, BoxError};
 
 /// An HTTP request as seen by a handler: the `http` request plus the route's
 /// parameters, the body limit and access to the app's shared state.
@@ -103,20 +103,30 @@ pub struct LocalAddr(pub SocketAddr);
 
 impl Request {
     pub(crate) fn new(http: http::Request<Body>, shared: Arc<Shared>, addrs: ConnAddrs) -> Self {
+        Request::from_http(http, shared, addrs)
+    }
+
+    /// Wraps a server's request; its body becomes a [`Body`].
+    #[inline]
+    pub(crate) fn from_http<B>(req: http::Request<B>, shared: Arc<Shared>, addrs: ConnAddrs) -> Self
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let (parts, body) = req.into_parts();
         let body_limit = shared.body_limit;
-        Request {
-            inner: Box::new(Inner {
-                http,
-                shared,
-                params: PathParams {
-                    names: None,
-                    raw: RawParams::EMPTY,
-                },
-                body_limit,
-                body_taken: false,
-                addrs,
-            }),
-        }
+        let inner = Box::new(Inner {
+            http: http::Request::from_parts(parts, Body::new(body)),
+            shared,
+            params: PathParams {
+                names: None,
+                raw: RawParams::EMPTY,
+            },
+            body_limit,
+            body_taken: false,
+            addrs,
+        });
+        Request { inner }
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -124,10 +134,14 @@ impl Request {
     }
 
     pub(crate) fn set_route(&mut self, names: &Arc<[Box<str>]>, raw: RawParams, limit: usize) {
-        self.inner.params = PathParams {
-            names: (raw.len() > 0).then(|| names.clone()),
-            raw,
-        };
+        // A route without parameters after no route with any: nothing to
+        // replace (the common case of a static route).
+        if raw.len() > 0 || self.inner.params.names.is_some() {
+            self.inner.params = PathParams {
+                names: (raw.len() > 0).then(|| names.clone()),
+                raw,
+            };
+        }
         self.inner.body_limit = limit;
     }
 

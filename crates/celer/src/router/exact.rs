@@ -8,7 +8,9 @@
 
 use super::MAX_PATH;
 use super::rule::{Rule, Segment};
-use super::tree::{fx_hash, same_key};
+
+/// Up to this many paths are compared one by one, without hashing.
+const LINEAR_ENTRIES: usize = 8;
 
 /// Maps a static path to the values of its rules, in registration order.
 #[derive(Clone)]
@@ -43,6 +45,9 @@ impl<V> ExactIndex<V> {
             return;
         }
         self.entries.push((path.into(), vec![value]));
+        if self.entries.len() <= LINEAR_ENTRIES {
+            return;
+        }
         if self.entries.len() * 2 > self.slots.len() {
             self.rebuild();
         } else {
@@ -61,11 +66,15 @@ impl<V> ExactIndex<V> {
 
     #[inline]
     fn position(&self, path: &str) -> Option<usize> {
-        if self.slots.is_empty() {
-            return None;
+        if self.entries.len() <= LINEAR_ENTRIES {
+            // Mostly a length comparison per entry; cheaper than hashing.
+            return self
+                .entries
+                .iter()
+                .position(|(key, _)| same_path(key.as_bytes(), path.as_bytes()));
         }
         let mask = self.slots.len() - 1;
-        let hash = fx_hash(path.as_bytes());
+        let hash = path_hash(path.as_bytes());
         let tag = hash as u32;
         let mut slot = (hash >> self.shift) as usize & mask;
         loop {
@@ -74,7 +83,7 @@ impl<V> ExactIndex<V> {
                 return None;
             }
             let idx = idx as usize - 1;
-            if slot_tag == tag && same_key(&self.entries[idx].0, path) {
+            if slot_tag == tag && same_path(self.entries[idx].0.as_bytes(), path.as_bytes()) {
                 return Some(idx);
             }
             slot = (slot + 1) & mask;
@@ -92,13 +101,85 @@ impl<V> ExactIndex<V> {
 
     fn place(&mut self, idx: usize) {
         let mask = self.slots.len() - 1;
-        let hash = fx_hash(self.entries[idx].0.as_bytes());
+        let hash = path_hash(self.entries[idx].0.as_bytes());
         let mut slot = (hash >> self.shift) as usize & mask;
         while self.slots[slot].1 != 0 {
             slot = (slot + 1) & mask;
         }
         self.slots[slot] = (hash as u32, idx as u32 + 1);
     }
+}
+
+/// Reads 8 bytes at `at` as a little-endian word; `at + 8 <= bytes.len()`.
+#[inline]
+fn word(bytes: &[u8], at: usize) -> u64 {
+    bytes
+        .get(at..at + 8)
+        .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+/// Reads the bytes of a short slice (under 8 bytes) into one word, two
+/// overlapping 4-byte loads when it has at least 4 bytes.
+#[inline]
+fn short_word(bytes: &[u8]) -> u64 {
+    let len = bytes.len();
+    let load4 = |at: usize| {
+        bytes
+            .get(at..at + 4)
+            .and_then(|chunk| <[u8; 4]>::try_from(chunk).ok())
+            .map_or(0, |chunk| u64::from(u32::from_le_bytes(chunk)))
+    };
+    if len >= 4 {
+        load4(0) | load4(len - 4) << 32
+    } else {
+        bytes
+            .iter()
+            .enumerate()
+            .fold(0, |word, (idx, b)| word | u64::from(*b) << (idx * 8))
+    }
+}
+
+/// A hash of every byte of `bytes`, a word at a time: full words, then a
+/// last word that overlaps the one before, so no byte loop runs for paths
+/// of 8 bytes or more.
+#[inline]
+fn path_hash(bytes: &[u8]) -> u64 {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let add = |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(SEED);
+    let len = bytes.len();
+    let mut hash = len as u64;
+    if len < 8 {
+        hash = add(hash, short_word(bytes));
+    } else {
+        let mut at = 0;
+        while at + 8 < len {
+            hash = add(hash, word(bytes, at));
+            at += 8;
+        }
+        hash = add(hash, word(bytes, len - 8));
+    }
+    (hash ^ (hash >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+}
+
+/// `a == b`, a word at a time, without a call to `memcmp`.
+#[inline]
+fn same_path(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    if len < 8 {
+        return short_word(a) == short_word(b);
+    }
+    let mut at = 0;
+    while at + 8 < len {
+        if word(a, at) != word(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    word(a, len - 8) == word(b, len - 8)
 }
 
 /// The one path a rule of static segments matches; `None` for rules with
@@ -144,6 +225,37 @@ mod tests {
         assert!(index.get("/b").is_empty());
         assert!(index.get("").is_empty());
         assert!(index.get("/a/b/").is_empty());
+    }
+
+    #[test]
+    fn paths_compare_equal_only_when_every_byte_does() {
+        let paths = [
+            "",
+            "/",
+            "/a",
+            "/ab",
+            "/abc",
+            "/abcd",
+            "/abcdef",
+            "/abcdefg",
+            "/abcdefgh",
+            "/abcdefghijklmnop",
+            "/abcdefghijklmnopq",
+            "/abcdefghijklmnoq",
+        ];
+        for a in paths {
+            assert!(same_path(a.as_bytes(), a.as_bytes()));
+            assert_eq!(path_hash(a.as_bytes()), path_hash(a.to_owned().as_bytes()));
+            for b in paths {
+                assert_eq!(same_path(a.as_bytes(), b.as_bytes()), a == b, "{a:?} {b:?}");
+            }
+            // Changing any one byte changes the comparison.
+            for idx in 0..a.len() {
+                let mut changed = a.as_bytes().to_vec();
+                changed[idx] ^= 1;
+                assert!(!same_path(a.as_bytes(), &changed), "{a:?} at {idx}");
+            }
+        }
     }
 
     #[test]

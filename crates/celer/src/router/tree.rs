@@ -308,7 +308,7 @@ impl Matcher {
 
 /// Compares short keys inline; `==` on `str` calls memcmp.
 #[inline]
-pub(super) fn same_key(key: &str, segment: &str) -> bool {
+fn same_key(key: &str, segment: &str) -> bool {
     key.len() == segment.len() && key.bytes().zip(segment.bytes()).all(|(a, b)| a == b)
 }
 
@@ -375,7 +375,7 @@ impl StaticIndex {
 /// The Fx hash (as used by rustc) with a final multiply, so that the top
 /// bits, which pick the slot, depend on every input byte.
 #[inline]
-pub(super) fn fx_hash(bytes: &[u8]) -> u64 {
+fn fx_hash(bytes: &[u8]) -> u64 {
     const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
     let add = |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(SEED);
     let mut hash = bytes.len() as u64;
