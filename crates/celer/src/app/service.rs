@@ -116,10 +116,12 @@ impl Shared {
 
     /// Routes `req` to its `nth` matching route (0 is the best match).
     fn dispatch(self: &Arc<Self>, mut req: Request, nth: usize) -> NextFuture {
-        if req.path() == "*" {
-            return self.asterisk(req);
-        }
         let Some(found) = self.lookup(req.method(), req.path(), nth) else {
+            // No rule matches `*` (rules start with `/`), so it is only
+            // looked at when routing found nothing.
+            if req.path() == "*" {
+                return self.asterisk(req);
+            }
             return if nth == 0 {
                 self.no_route(req.method(), req.path())
             } else {

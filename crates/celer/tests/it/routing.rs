@@ -252,3 +252,45 @@ fn int_params_that_overflow_do_not_match() {
         );
     });
 }
+
+#[test]
+fn static_routes_keep_priority_and_fall_through_with_next() {
+    // Static rules are looked up by exact path before the tree walk; the
+    // answers must be those of the walk.
+    block_on(async {
+        let mut app = App::new();
+        app.post("/users/new", echo("static post"));
+        app.get("/users/<name>", echo("typed"));
+        app.get("/users/me", |req: Request, next: Next| async move {
+            next.run(req).await
+        });
+        app.get("/users/me", echo("static second"));
+        app.get("/files/<path:rest>", echo("tail"));
+        app.get("/files/a/b", |req: Request, next: Next| async move {
+            next.run(req).await
+        });
+        // A static rule for another method leaves the path to typed rules.
+        assert_eq!(get(&app, "/users/new").await.body, "typed name=new");
+        assert_eq!(send(&app, "POST", "/users/new").await.body, "static post");
+        // `next` goes on to the next static rule, then to the typed one.
+        assert_eq!(get(&app, "/users/me").await.body, "static second");
+        assert_eq!(get(&app, "/files/a/b").await.body, "tail rest=a/b");
+        // HEAD and OPTIONS still see every matching rule.
+        let reply = send(&app, "OPTIONS", "/users/new").await;
+        assert_eq!(reply.header("allow"), Some("GET, HEAD, POST, OPTIONS"));
+        assert_eq!(send(&app, "HEAD", "/users/me").await.status, StatusCode::OK);
+        assert_eq!(
+            send(&app, "DELETE", "/users/me").await.status,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        // Paths that only differ after the eighth byte, past the linear scan.
+        for n in 0..20 {
+            app.get(&format!("/static/page-{n:02}"), echo("page"));
+        }
+        assert_eq!(get(&app, "/static/page-07").await.body, "page");
+        assert_eq!(
+            get(&app, "/static/page-20").await.status,
+            StatusCode::NOT_FOUND
+        );
+    });
+}
