@@ -115,17 +115,23 @@ impl Request {
     {
         let (parts, body) = req.into_parts();
         let body_limit = shared.body_limit;
-        let inner = Box::new(Inner {
-            http: http::Request::from_parts(parts, Body::new(body)),
-            shared,
-            params: PathParams {
-                names: None,
-                raw: RawParams::EMPTY,
+        // Written straight into the allocation: building `Inner` on the stack
+        // and moving it into a `Box` costs a copy of the whole request.
+        let inner = Box::new_uninit();
+        let inner = Box::write(
+            inner,
+            Inner {
+                http: http::Request::from_parts(parts, Body::new(body)),
+                shared,
+                params: PathParams {
+                    names: None,
+                    raw: RawParams::EMPTY,
+                },
+                body_limit,
+                body_taken: false,
+                addrs,
             },
-            body_limit,
-            body_taken: false,
-            addrs,
-        });
+        );
         Request { inner }
     }
 
