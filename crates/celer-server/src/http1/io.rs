@@ -112,7 +112,7 @@ impl WriteBuf {
 pub(crate) const BUF_SIZE: usize = 8 * 1024;
 
 /// Most buffers kept per thread.
-const POOL_MAX: usize = 256;
+const POOL_MAX: usize = 16;
 
 thread_local! {
     static POOL: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
