@@ -52,7 +52,7 @@ impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (unit, scale) = UNITS
             .iter()
-            .find(|(_, scale)| self.0 != 0 && self.0 % scale == 0)
+            .find(|(_, scale)| self.0 != 0 && self.0.is_multiple_of(*scale))
             .copied()
             .unwrap_or(("", 1));
         write!(f, "{}{unit}", self.0 / scale)
