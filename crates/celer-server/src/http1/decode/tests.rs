@@ -216,3 +216,35 @@ fn trailer_section_is_bounded() {
         Outcome::Err(431, _)
     ));
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn chunky() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(b"5\r\nhello\r\n".to_vec()),
+            Just(b"0\r\n\r\n".to_vec()),
+            Just(b"0\r\nX: y\r\n\r\n".to_vec()),
+            Just(b"a;ext=1\r\n0123456789\r\n".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(b"\n".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..6),
+        ];
+        proptest::collection::vec(piece, 0..10).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        /// The chunked decoder agrees with itself at every split, never
+        /// panics, and never yields more than the body limit.
+        #[test]
+        fn chunked_split_invariance(bytes in chunky()) {
+            let limits = Limits { max_body_bytes: Some(40), max_chunk_ext_bytes: 16, ..Limits::default() };
+            let out = check(Decoder::chunked, &bytes, &limits);
+            if let Outcome::Done { data, .. } | Outcome::Partial { data } = &out {
+                prop_assert!(data.len() <= 40);
+            }
+        }
+    }
+}

@@ -313,3 +313,47 @@ fn version_detection() {
     assert!(!looks_like_other_version(b"GET / HTTP/1.2\r\n"));
     assert!(!looks_like_other_version(b"GET / FOO\r\n"));
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Request-like input: mostly HTTP tokens, with the bytes that matter to
+    /// framing and smuggling over-represented.
+    fn input() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(b"GET / HTTP/1.1\r\n".to_vec()),
+            Just(b"POST /a?b HTTP/1.0\r\n".to_vec()),
+            Just(b"Host: x\r\n".to_vec()),
+            Just(b"Content-Length: 5\r\n".to_vec()),
+            Just(b"Content-Length: 6\r\n".to_vec()),
+            Just(b"Transfer-Encoding: chunked\r\n".to_vec()),
+            Just(b"Connection: close\r\n".to_vec()),
+            Just(b"Expect: 100-continue\r\n".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(b"\n".to_vec()),
+            Just(b" ".to_vec()),
+            Just(b":".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..8),
+        ];
+        proptest::collection::vec(piece, 0..12).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        /// Any input gives the same outcome whole as split anywhere, and
+        /// never more than the limits allow.
+        #[test]
+        fn split_invariance_and_limits(bytes in input(), split in 0usize..200) {
+            let limits = Limits { max_head_bytes: 256, max_uri_bytes: 64, max_headers: 8, ..Limits::default() };
+            let whole = parse_all(&bytes, bytes.len().max(1), &limits);
+            let split = split.min(bytes.len()).max(1);
+            let parts = parse_all(&bytes, split, &limits);
+            prop_assert_eq!(summary(&parts), summary(&whole));
+            if let Ok(Some(head)) = &whole {
+                prop_assert!(head.request.headers().len() <= 8);
+                prop_assert!(head.request.uri().to_string().len() <= 64 + 32);
+            }
+        }
+    }
+}
