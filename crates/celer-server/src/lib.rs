@@ -52,6 +52,6 @@ pub use body::Incoming;
 pub use error::{BoxError, Error};
 pub use limits::Limits;
 pub use listen::{Listen, Listener};
-pub use serve::{Bound, Builder, ConnInfo, Server, Threading};
+pub use serve::{Bound, Builder, ConnInfo, HttpService, Server, Threading};
 pub use shutdown::Shutdown;
 pub use transport::Transport;

@@ -37,6 +37,33 @@ pub enum Threading {
     WorkStealing,
 }
 
+/// What the engine serves: a `tower::Service` from `http::Request<Incoming>`
+/// to `http::Response` with a body of `Bytes`, whose errors and futures can
+/// cross threads. Implemented for every such service.
+pub trait HttpService:
+    Service<
+        Request<Incoming>,
+        Response = Response<Self::ResBody>,
+        Error: Into<BoxError> + Send,
+        Future: Send,
+    > + Send
+    + 'static
+{
+    /// The response body type.
+    type ResBody: Body<Data = Bytes, Error: Into<BoxError> + Send> + Send + 'static;
+}
+
+impl<S, B> HttpService for S
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Error: Into<BoxError> + Send,
+    S::Future: Send,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + Send,
+{
+    type ResBody = B;
+}
+
 /// Facts about one accepted connection, given to the per-connection
 /// service factory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,34 +207,26 @@ impl Bound {
 
     /// Runs `service` on runtimes of its own until `signal` resolves, then
     /// shuts down gracefully. Blocks the calling thread.
-    pub fn run<S, B>(
+    pub fn run<S>(
         self,
         service: S,
         signal: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<()>
     where
-        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-        S::Future: Send,
-        S::Error: Into<BoxError> + Send,
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError> + Send,
+        S: HttpService + Clone + Sync,
     {
         self.run_with(move |_: &ConnInfo| service.clone(), signal)
     }
 
     /// Like [`Bound::run`], building a service per connection with `make`.
-    pub fn run_with<F, S, B>(
+    pub fn run_with<F, S>(
         self,
         make: F,
         signal: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<()>
     where
         F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
-        S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
-        S::Future: Send,
-        S::Error: Into<BoxError> + Send,
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError> + Send,
+        S: HttpService,
     {
         let make = Arc::new(make);
         let shutdown = Shutdown::new();
@@ -269,27 +288,19 @@ impl Bound {
 
     /// Serves on the current tokio runtime until `shutdown` fires, then
     /// waits for connections to finish (up to the shutdown timeout).
-    pub async fn serve<S, B>(self, service: S, shutdown: Shutdown) -> io::Result<()>
+    pub async fn serve<S>(self, service: S, shutdown: Shutdown) -> io::Result<()>
     where
-        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-        S::Future: Send,
-        S::Error: Into<BoxError> + Send,
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError> + Send,
+        S: HttpService + Clone + Sync,
     {
         self.serve_with(move |_: &ConnInfo| service.clone(), shutdown)
             .await
     }
 
     /// Like [`Bound::serve`], building a service per connection with `make`.
-    pub async fn serve_with<F, S, B>(self, make: F, shutdown: Shutdown) -> io::Result<()>
+    pub async fn serve_with<F, S>(self, make: F, shutdown: Shutdown) -> io::Result<()>
     where
         F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
-        S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
-        S::Future: Send,
-        S::Error: Into<BoxError> + Send,
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError> + Send,
+        S: HttpService,
     {
         let make = Arc::new(make);
         let state = Arc::new(State::new(&self.config));
@@ -342,7 +353,7 @@ impl State {
     }
 }
 
-fn worker<F, S, B>(
+fn worker<F, S>(
     listeners: Vec<Listener>,
     make: &Arc<F>,
     state: &Arc<State>,
@@ -350,11 +361,7 @@ fn worker<F, S, B>(
 ) -> io::Result<()>
 where
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
-    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError> + Send,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError> + Send,
+    S: HttpService,
 {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -369,7 +376,7 @@ where
     })
 }
 
-fn start_accept<F, S, B>(
+fn start_accept<F, S>(
     listener: Listener,
     make: Arc<F>,
     state: Arc<State>,
@@ -377,11 +384,7 @@ fn start_accept<F, S, B>(
 ) -> io::Result<()>
 where
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
-    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError> + Send,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError> + Send,
+    S: HttpService,
 {
     match listener {
         Listener::Tcp(l) => {
@@ -436,15 +439,11 @@ impl Accept for tokio::net::UnixListener {
     }
 }
 
-async fn accept_loop<A, F, S, B>(acceptor: A, make: Arc<F>, state: Arc<State>, shutdown: Shutdown)
+async fn accept_loop<A, F, S>(acceptor: A, make: Arc<F>, state: Arc<State>, shutdown: Shutdown)
 where
     A: Accept,
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
-    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError> + Send,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError> + Send,
+    S: HttpService,
 {
     loop {
         let permit = tokio::select! {
