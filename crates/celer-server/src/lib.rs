@@ -38,6 +38,7 @@
 
 pub mod body;
 mod error;
+pub mod file;
 pub mod http1;
 pub mod limits;
 pub mod listen;
@@ -50,6 +51,7 @@ pub mod upgrade;
 
 pub use body::Incoming;
 pub use error::{BoxError, Error};
+pub use file::{FileBody, SendFile};
 pub use limits::Limits;
 pub use listen::{Listen, Listener};
 pub use serve::{Bound, Builder, ConnInfo, HttpService, Server, Threading};
