@@ -81,3 +81,35 @@ pub fn raise_fd_limit() -> io::Result<u64> {
     }
     Ok(lim.rlim_cur)
 }
+
+/// Largest count one `sendfile(2)` call accepts on Linux.
+const SENDFILE_MAX: usize = 0x7fff_f000;
+
+/// `sendfile(2)`: copies up to `len` bytes of `file` from `offset` to the
+/// socket `sock` inside the kernel; returns how many were sent (0 at the
+/// file's end). A non-blocking socket that is full fails with `WouldBlock`.
+#[cfg(target_os = "linux")]
+pub(crate) fn send_file(sock: RawFd, file: RawFd, offset: u64, len: usize) -> io::Result<usize> {
+    let mut off = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
+    // SAFETY: both descriptors are borrowed from open owners for the call's
+    // duration; `off` is a valid, writable off_t the kernel updates and keeps
+    // no pointer to.
+    let n = unsafe { libc::sendfile(sock, file, &mut off, len.min(SENDFILE_MAX)) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// Elsewhere there is no `sendfile(2)` with these semantics; callers check
+/// [`HAS_SEND_FILE`] first.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn send_file(
+    _sock: RawFd,
+    _file: RawFd,
+    _offset: u64,
+    _len: usize,
+) -> io::Result<usize> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+/// Whether [`send_file`] works on this system.
+pub(crate) const HAS_SEND_FILE: bool = cfg!(target_os = "linux");

@@ -1,9 +1,13 @@
 //! [`Transport`]: the byte streams the engine serves (TCP, UNIX, later TLS).
 
+use std::fs::File;
 use std::io;
-use std::task::{Context, Poll};
+use std::os::fd::AsRawFd;
+use std::task::{Context, Poll, ready};
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
+
+use crate::sys;
 
 /// A connected byte stream the HTTP engine can serve.
 ///
@@ -25,6 +29,44 @@ pub trait Transport: AsyncRead + AsyncWrite + Send + Unpin + 'static {
     fn has_unread_input(&self) -> bool {
         true
     }
+
+    /// True when [`Transport::poll_send_file`] works: the engine then sends
+    /// file bodies marked with [`SendFile`](crate::file::SendFile) from the
+    /// kernel instead of reading them. The default is false.
+    fn can_send_file(&self) -> bool {
+        false
+    }
+
+    /// Sends up to `len` bytes of `file` from `offset` without copying them
+    /// through user space; returns how many were sent, 0 when the file ended
+    /// early. Only called when [`Transport::can_send_file`] is true; the
+    /// default fails with `Unsupported`.
+    fn poll_send_file(
+        &self,
+        cx: &mut Context<'_>,
+        file: &File,
+        offset: u64,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        let _ = (cx, file, offset, len);
+        Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
+    }
+}
+
+/// `sendfile(2)` on a tokio socket, waiting for write readiness.
+macro_rules! poll_send_file_on {
+    ($sock:expr, $cx:expr, $file:expr, $offset:expr, $len:expr) => {{
+        let sock = $sock;
+        loop {
+            ready!(sock.poll_write_ready($cx))?;
+            match sock.try_io(Interest::WRITABLE, || {
+                sys::send_file(sock.as_raw_fd(), $file.as_raw_fd(), $offset, $len)
+            }) {
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                res => return Poll::Ready(res),
+            }
+        }
+    }};
 }
 
 /// Peeks one byte without blocking (the socket is non-blocking).
@@ -41,6 +83,20 @@ impl Transport for tokio::net::TcpStream {
     fn has_unread_input(&self) -> bool {
         peek_pending(&socket2::SockRef::from(self))
     }
+
+    fn can_send_file(&self) -> bool {
+        sys::HAS_SEND_FILE
+    }
+
+    fn poll_send_file(
+        &self,
+        cx: &mut Context<'_>,
+        file: &File,
+        offset: u64,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        poll_send_file_on!(self, cx, file, offset, len)
+    }
 }
 
 impl Transport for tokio::net::UnixStream {
@@ -50,6 +106,20 @@ impl Transport for tokio::net::UnixStream {
 
     fn has_unread_input(&self) -> bool {
         peek_pending(&socket2::SockRef::from(self))
+    }
+
+    fn can_send_file(&self) -> bool {
+        sys::HAS_SEND_FILE
+    }
+
+    fn poll_send_file(
+        &self,
+        cx: &mut Context<'_>,
+        file: &File,
+        offset: u64,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        poll_send_file_on!(self, cx, file, offset, len)
     }
 }
 

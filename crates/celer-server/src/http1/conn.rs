@@ -24,6 +24,7 @@ use tower_service::Service;
 
 use crate::body::{Demand, Incoming, Sender};
 use crate::error::{BoxError, Error, Kind};
+use crate::file::SendFile;
 use crate::http1::decode::{Decoded, Decoder};
 use crate::http1::encode::{self, Encoder, ReqFacts, ServerHeader};
 use crate::http1::io::{self as bufio, WriteBuf};
@@ -35,6 +36,11 @@ use crate::upgrade::{self, Upgraded};
 
 /// Output at least this large is flushed before more requests are answered.
 const FLUSH_HIGH_WATER: usize = 64 * 1024;
+
+/// File bodies at least this large go out with `sendfile(2)` when the
+/// transport can; smaller ones are copied so that they leave in the same
+/// write as their head.
+const SEND_FILE_MIN: u64 = 16 * 1024;
 
 /// Largest single read while streaming a body.
 const BODY_READ_MAX: usize = 64 * 1024;
@@ -358,7 +364,7 @@ impl<I: Transport> Conn<I> {
             keep_alive: facts.keep_alive && !owed && !self.shutdown.is_started(),
             ..facts
         };
-        let (status, body, mut framed) = self.encode_response(response, facts);
+        let (status, body, mut framed, send_file) = self.encode_response(response, facts);
         if status == StatusCode::SWITCHING_PROTOCOLS {
             return Ok(match pending {
                 Some(pending) if feed.as_ref().is_none_or(|f| f.decoder.is_done()) => {
@@ -368,8 +374,19 @@ impl<I: Transport> Conn<I> {
             });
         }
         drop(pending);
+        let send_file = send_file.filter(|region| {
+            feed.is_none()
+                && region.len() >= SEND_FILE_MIN
+                && framed.encoder == Encoder::Length(region.len())
+                && self.io.can_send_file()
+        });
         if framed.encoder == Encoder::Skip {
             drop(body);
+        } else if let Some(region) = send_file {
+            drop(body);
+            if !self.send_file(&region).await? {
+                framed.keep_alive = false;
+            }
         } else if !self.write_body(body, framed.encoder, &mut feed).await? {
             framed.keep_alive = false;
         }
@@ -440,15 +457,16 @@ impl<I: Transport> Conn<I> {
         .await
     }
 
-    /// Writes the response head; hands back the status, the body and the
-    /// framing (the head's fields are dropped here, not held while the body
-    /// streams).
+    /// Writes the response head; hands back the status, the body, the
+    /// framing and the body's file region if it named one (the head's
+    /// fields are dropped here, not held while the body streams).
     fn encode_response<B: Body>(
         &mut self,
         response: Response<B>,
         facts: ReqFacts,
-    ) -> (StatusCode, B, encode::Framed) {
-        let (parts, body) = response.into_parts();
+    ) -> (StatusCode, B, encode::Framed, Option<SendFile>) {
+        let (mut parts, body) = response.into_parts();
+        let send_file = parts.extensions.remove::<SendFile>();
         let exact = body.size_hint().exact();
         let framed = encode::encode_head(
             parts.status,
@@ -458,7 +476,36 @@ impl<I: Transport> Conn<I> {
             &self.config.server_header,
             &mut self.wbuf,
         );
-        (parts.status, body, framed)
+        (parts.status, body, framed, send_file)
+    }
+
+    /// Sends a file body with `sendfile(2)` after the head; false when the
+    /// file ended early, which leaves the response short and the connection
+    /// to be closed.
+    async fn send_file(&mut self, region: &SendFile) -> Result<bool, Fail> {
+        self.flush().await?;
+        let (mut offset, mut left) = (region.offset(), region.len());
+        while left > 0 {
+            let want = usize::try_from(left).unwrap_or(usize::MAX);
+            let sent =
+                poll_fn(
+                    |cx| match self.io.poll_send_file(cx, region.file(), offset, want) {
+                        Poll::Ready(res) => {
+                            self.wrote();
+                            Poll::Ready(res)
+                        }
+                        Poll::Pending => self.poll_write_stalled(cx).map(Err),
+                    },
+                )
+                .await?;
+            if sent == 0 {
+                tracing::warn!(target: "celer::http1", "file shorter than its response");
+                return Ok(false);
+            }
+            offset += sent as u64;
+            left -= sent as u64;
+        }
+        Ok(true)
     }
 
     /// Streams a response body out; false when its framing broke and the
@@ -684,34 +731,37 @@ impl<I: Transport> Conn<I> {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => {
                     self.wbuf.advance(n);
-                    if let Some(timer) = self.write_timer.as_mut() {
-                        timer
-                            .as_mut()
-                            .reset(Instant::now() + self.config.limits.write_timeout);
-                    }
+                    self.wrote();
                 }
                 Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
-                Poll::Pending => {
-                    let limit = self.config.limits.write_timeout;
-                    let timer = self
-                        .write_timer
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-                    if timer.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "client did not read the response in time",
-                        )));
-                    }
-                    return Poll::Pending;
-                }
+                Poll::Pending => return self.poll_write_stalled(cx).map(Err),
             }
         }
+        self.wrote();
+        Poll::Ready(Ok(()))
+    }
+
+    /// A write made progress: the write timeout starts over.
+    fn wrote(&mut self) {
         if let Some(timer) = self.write_timer.as_mut() {
             timer
                 .as_mut()
                 .reset(Instant::now() + self.config.limits.write_timeout);
         }
-        Poll::Ready(Ok(()))
+    }
+
+    /// A write is waiting for the client: `Ready` with an error once it has
+    /// waited longer than the write timeout.
+    fn poll_write_stalled(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        let limit = self.config.limits.write_timeout;
+        let timer = self
+            .write_timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        ready!(timer.as_mut().poll(cx));
+        Poll::Ready(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "client did not read the response in time",
+        ))
     }
 
     async fn flush(&mut self) -> io::Result<()> {

@@ -2,6 +2,7 @@
 
 mod clients;
 mod errors;
+mod files;
 mod limits;
 mod server;
 mod shutdown;

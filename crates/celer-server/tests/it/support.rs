@@ -111,6 +111,22 @@ async fn route(mut req: Request<Incoming>) -> Result<Response<Body>, Infallible>
                 Frame::trailers(t),
             ]))
         }
+        // A region of the shared test file, as a file body marked for
+        // sendfile: `/file?OFFSET,LEN` (a region past the file's end makes
+        // the body end early).
+        p if p.starts_with("/file") => {
+            let (offset, len) = req
+                .uri()
+                .query()
+                .and_then(|q| q.split_once(','))
+                .map(|(o, l)| (o.parse().unwrap(), l.parse().unwrap()))
+                .unwrap_or((0, TEST_FILE_LEN));
+            let body = celer_server::FileBody::new(test_file(), offset, len);
+            let mark = body.send_file();
+            let mut res = Response::new(body.boxed());
+            res.extensions_mut().insert(mark);
+            res
+        }
         // A large body, to exercise vectored writes.
         "/big" => text(StatusCode::OK, Bytes::from(vec![b'z'; 1 << 20])),
         // Sleeps, then answers: a request in flight during shutdown.
@@ -192,4 +208,24 @@ pub(crate) fn short_timeouts() -> Limits {
         shutdown_timeout: Duration::from_secs(5),
         ..Limits::default()
     }
+}
+
+/// Length of [`test_file`].
+pub(crate) const TEST_FILE_LEN: u64 = (32 << 20) + 7;
+
+/// The bytes of [`test_file`]: a pattern that shows misplaced offsets.
+pub(crate) fn test_file_bytes() -> Vec<u8> {
+    (0..TEST_FILE_LEN).map(|i| (i % 251) as u8).collect()
+}
+
+/// A file of [`TEST_FILE_LEN`] bytes shared by every test of the process.
+pub(crate) fn test_file() -> std::sync::Arc<std::fs::File> {
+    use std::io::Write;
+    static FILE: std::sync::OnceLock<std::sync::Arc<std::fs::File>> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&test_file_bytes()).unwrap();
+        std::sync::Arc::new(file)
+    })
+    .clone()
 }
