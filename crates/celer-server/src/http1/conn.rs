@@ -466,8 +466,11 @@ impl<I: Transport> Conn<I> {
         facts: ReqFacts,
     ) -> (StatusCode, B, encode::Framed, Option<SendFile>) {
         let (mut parts, body) = response.into_parts();
-        let send_file = parts.extensions.remove::<SendFile>();
         let exact = body.size_hint().exact();
+        let send_file = match exact {
+            Some(len) if len >= SEND_FILE_MIN => parts.extensions.remove::<SendFile>(),
+            _ => None,
+        };
         let framed = encode::encode_head(
             parts.status,
             &parts.headers,
