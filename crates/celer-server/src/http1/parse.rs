@@ -133,7 +133,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, 
         // slots, and `Span` is `Copy` plain data.
         let span = unsafe { span.assume_init() };
         let name = &head[span.name.0..span.name.1];
-        let name = HeaderName::from_bytes(name).map_err(|_| Reject::bad("invalid header name"))?;
+        let name = header_name(name)?;
         let value = HeaderValue::from_maybe_shared(head.slice(span.value.0..span.value.1))
             .map_err(|_| Reject::bad("invalid header value"))?;
         facts.observe(&name, &value)?;
@@ -148,6 +148,35 @@ pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, 
         expect_continue: facts.expect_continue,
         upgrade: facts.upgrade,
     }))
+}
+
+/// The field name for `bytes`. The names browsers and load generators send
+/// most, in their usual spellings, are matched directly; anything else goes
+/// through `HeaderName::from_bytes`, which lowercases and classifies it.
+fn header_name(bytes: &[u8]) -> Result<HeaderName, Reject> {
+    let known = match bytes {
+        b"Host" | b"host" => header::HOST,
+        b"User-Agent" | b"user-agent" => header::USER_AGENT,
+        b"Accept" | b"accept" => header::ACCEPT,
+        b"Accept-Encoding" | b"accept-encoding" => header::ACCEPT_ENCODING,
+        b"Accept-Language" | b"accept-language" => header::ACCEPT_LANGUAGE,
+        b"Connection" | b"connection" => header::CONNECTION,
+        b"Content-Length" | b"content-length" => header::CONTENT_LENGTH,
+        b"Content-Type" | b"content-type" => header::CONTENT_TYPE,
+        b"Cookie" | b"cookie" => header::COOKIE,
+        b"Referer" | b"referer" => header::REFERER,
+        b"Cache-Control" | b"cache-control" => header::CACHE_CONTROL,
+        b"If-None-Match" | b"if-none-match" => header::IF_NONE_MATCH,
+        b"If-Modified-Since" | b"if-modified-since" => header::IF_MODIFIED_SINCE,
+        b"Origin" | b"origin" => header::ORIGIN,
+        b"Authorization" | b"authorization" => header::AUTHORIZATION,
+        b"Range" | b"range" => header::RANGE,
+        b"Upgrade-Insecure-Requests" | b"upgrade-insecure-requests" => {
+            header::UPGRADE_INSECURE_REQUESTS
+        }
+        _ => return HeaderName::from_bytes(bytes).map_err(|_| Reject::bad("invalid header name")),
+    };
+    Ok(known)
 }
 
 fn partial(buf: &BytesMut, limits: &Limits) -> Result<Parsed, Reject> {

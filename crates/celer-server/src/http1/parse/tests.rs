@@ -357,3 +357,56 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn known_header_names_agree_with_the_general_parser() {
+    let names = [
+        "Host",
+        "host",
+        "HOST",
+        "User-Agent",
+        "user-agent",
+        "Accept",
+        "accept",
+        "Accept-Encoding",
+        "accept-encoding",
+        "Accept-Language",
+        "accept-language",
+        "Connection",
+        "connection",
+        "Content-Length",
+        "content-length",
+        "Content-Type",
+        "content-type",
+        "Cookie",
+        "cookie",
+        "Referer",
+        "referer",
+        "Cache-Control",
+        "cache-control",
+        "If-None-Match",
+        "if-none-match",
+        "If-Modified-Since",
+        "if-modified-since",
+        "Origin",
+        "origin",
+        "Authorization",
+        "authorization",
+        "Range",
+        "range",
+        "Upgrade-Insecure-Requests",
+        "upgrade-insecure-requests",
+        "X-Custom",
+        "aCCept",
+    ];
+    for name in names {
+        let fast = super::header_name(name.as_bytes()).unwrap();
+        assert_eq!(
+            fast,
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            "{name}"
+        );
+        assert_eq!(fast.as_str(), name.to_ascii_lowercase());
+    }
+    assert!(super::header_name(b"bad name").is_err());
+}
