@@ -6,6 +6,8 @@
 
 use std::future::Future;
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use bytes::Bytes;
 use http::header::HeaderValue;
 use http::{Request, Response};
 use http_body::Body;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_service::Service;
 
 use crate::body::Incoming;
@@ -439,6 +441,25 @@ impl Accept for tokio::net::UnixListener {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// A connection's future holding its connection-limit permit until it
+    /// ends. A struct rather than an `async` block, which would keep the
+    /// connection's future twice (as a capture and as the awaited value).
+    struct Holding<F> {
+        #[pin]
+        fut: F,
+        _permit: OwnedSemaphorePermit,
+    }
+}
+
+impl<F: Future> Future for Holding<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().fut.poll(cx)
+    }
+}
+
 async fn accept_loop<A, F, S>(acceptor: A, make: Arc<F>, state: Arc<State>, shutdown: Shutdown)
 where
     A: Accept,
@@ -463,11 +484,8 @@ where
             Ok((io, info)) => {
                 let service = make(&info);
                 let config = state.config.clone();
-                let shutdown = shutdown.clone();
-                tokio::spawn(async move {
-                    serve_connection(io, service, config, shutdown).await;
-                    drop(permit);
-                });
+                let conn = serve_connection(io, service, config, shutdown.clone());
+                tokio::spawn(Holding { fut: conn, _permit: permit });
             }
             Err(err) => {
                 drop(permit);

@@ -62,12 +62,17 @@ pub struct Http1Config {
 
 /// Serves HTTP/1.1 on `io` until the client leaves, an error closes the
 /// connection, or shutdown starts and the connection becomes idle.
-pub async fn serve_connection<I, S, B>(
+///
+/// The connection's state is built before the future exists and the future
+/// uses it in place: an `async fn` would rebind its arguments inside the
+/// future and keep both copies for the connection's whole life.
+pub fn serve_connection<I, S, B>(
     io: I,
     service: S,
     config: Arc<Http1Config>,
     shutdown: Shutdown,
-) where
+) -> impl Future<Output = ()>
+where
     I: Transport,
     S: Service<Request<Incoming>, Response = Response<B>>,
     S::Error: Into<BoxError>,
@@ -85,14 +90,17 @@ pub async fn serve_connection<I, S, B>(
         write_timer: None,
         served: 0,
     };
-    match conn.run(service).await {
-        Ok(None) => {}
-        Ok(Some(pending)) => {
-            let Conn { io, rbuf, .. } = conn;
-            pending.fulfill(Upgraded::new(Box::new(io), rbuf.freeze()));
-        }
-        Err(err) => {
-            tracing::debug!(target: "celer::http1", error = %err, "connection closed");
+    let mut service = service;
+    async move {
+        match conn.run(&mut service).await {
+            Ok(None) => {}
+            Ok(Some(pending)) => {
+                let Conn { io, rbuf, .. } = conn;
+                pending.fulfill(Upgraded::new(Box::new(io), rbuf.freeze()));
+            }
+            Err(err) => {
+                tracing::debug!(target: "celer::http1", error = %err, "connection closed");
+            }
         }
     }
 }
@@ -158,7 +166,7 @@ impl From<io::Error> for Fail {
 impl<I: Transport> Conn<I> {
     /// Serves requests until the connection closes; returns the pending
     /// upgrade when a 101 response handed the connection over.
-    async fn run<S, B>(&mut self, mut service: S) -> io::Result<Option<upgrade::Pending>>
+    async fn run<S, B>(&mut self, service: &mut S) -> io::Result<Option<upgrade::Pending>>
     where
         S: Service<Request<Incoming>, Response = Response<B>>,
         S::Error: Into<BoxError>,
@@ -166,14 +174,17 @@ impl<I: Transport> Conn<I> {
         B::Error: Into<BoxError>,
     {
         loop {
+            // Closing is boxed, like serving a request: the task of an idle
+            // connection carries neither state (see
+            // `connection_state_stays_small`).
             if self.rbuf.is_empty() && !self.idle().await? {
-                return self.close().await.map(|()| None);
+                return Box::pin(self.close()).await.map(|()| None);
             }
             // Boxed so an idle connection's task does not carry the state of
             // a request in flight (see `connection_state_stays_small`).
-            match self.next_boxed(&mut service).await {
+            match self.next_boxed(service).await {
                 Ok(Next::Continue) => {}
-                Ok(Next::Close) => return self.close().await.map(|()| None),
+                Ok(Next::Close) => return Box::pin(self.close()).await.map(|()| None),
                 Ok(Next::Upgrade(pending)) => return self.flush().await.map(|()| Some(pending)),
                 Err(Fail::Reject(reject)) => {
                     return Box::pin(self.reject(reject)).await.map(|()| None);
