@@ -14,10 +14,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc: fewer instructions per request than glibc malloc on the engine's
-/// hot path (ARCHITECTURE.md, "Allocator").
+/// jemalloc: the fewest instructions per request and the least memory per
+/// idle connection of the allocators measured (ARCHITECTURE.md, "Allocator").
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Celer: a web server, a web framework and a load generator.
 #[derive(Debug, Parser)]

@@ -11,7 +11,7 @@
 use std::convert::Infallible;
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use std::future::{Ready, ready};
 use std::task::{Context, Poll};

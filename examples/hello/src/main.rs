@@ -10,7 +10,7 @@
 //! ```
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use celer::response::{IntoResponse, Json};
 use celer::serve::{Listen, Server, Threading};

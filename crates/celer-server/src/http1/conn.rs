@@ -890,7 +890,12 @@ mod tests {
             Shutdown::new(),
         );
         let size = std::mem::size_of_val(&fut);
-        assert!(size <= 512, "connection future is {size} bytes");
+        // With a TCP stream (32 bytes more than this duplex stream) and the
+        // connection-limit permit beside it, the spawned future must stay
+        // under ~408 bytes for tokio's task cell to fit the 512-byte size
+        // class (ARCHITECTURE.md, "A connection's task holds each thing
+        // once").
+        assert!(size <= 360, "connection future is {size} bytes");
     }
 
     #[derive(Clone)]
