@@ -99,6 +99,7 @@ mod body;
 mod error;
 pub mod extract;
 pub mod handler;
+pub mod middleware;
 mod request;
 pub mod response;
 pub mod router;

@@ -3,6 +3,7 @@
 
 mod extract;
 mod middleware;
+mod negotiate;
 mod router_table;
 mod routing;
 mod support;
