@@ -6,12 +6,15 @@
 //! function:
 //!
 //! ```
-//! use celer::middleware::negotiate::Negotiate;
+//! use std::time::Duration;
+//! use celer::middleware::{cache::MicroCache, compression::Compression, negotiate::Negotiate};
 //! use celer::Request;
 //!
 //! let mut app = celer::App::new();
+//! app.middleware(Compression::new());
 //! app.get("/feed", |_req: Request| async { celer::response::html("<p>feed</p>") })
-//!     .middleware(Negotiate::new().media_types(["text/html"]));
+//!     .middleware(Negotiate::new().media_types(["text/html"]))
+//!     .middleware(MicroCache::new(Duration::from_secs(1)));
 //! ```
 //!
 //! - [`negotiate`]: RFC 9110 §12 proactive negotiation over `Accept`,

@@ -1,6 +1,7 @@
 //! Integration tests of the framework, through `tower::ServiceExt::oneshot`
 //! and over real sockets (`wire`).
 
+mod cache;
 mod compression;
 mod extract;
 mod middleware;
