@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use celer::middleware::cache::MicroCache;
+use celer::middleware::cache::{MAX_VARY_FIELDS, MicroCache};
 use celer::{App, Body, Request, Response};
 use celer_test_support::{Raw, bounded};
 use http::StatusCode;
@@ -340,4 +340,32 @@ async fn a_cancelled_miss_hands_over_to_a_waiting_request() {
     gate.add_permits(1);
     let reply = bounded(second).await.expect("second request");
     assert_eq!(reply.body, "call 2");
+}
+
+#[tokio::test]
+async fn responses_varying_on_too_many_fields_are_not_stored() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut app = App::new();
+    let counter = calls.clone();
+    app.get("/vary/<int:n>", move |req: Request| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let n: usize = req.param("n").unwrap_or(0);
+        async move {
+            let mut res = celer::response::text("varied");
+            for i in 0..n {
+                let name = format!("x-field-{i}");
+                res.headers_mut()
+                    .append(header::VARY, HeaderValue::try_from(name).unwrap());
+            }
+            res
+        }
+    })
+    .middleware(MicroCache::new(Duration::from_secs(60)));
+    let at_limit = format!("/vary/{MAX_VARY_FIELDS}");
+    let over = format!("/vary/{}", MAX_VARY_FIELDS + 1);
+    for path in [&at_limit, &at_limit, &over, &over] {
+        assert_eq!(get(&app, path, &[]).await.body, "varied");
+    }
+    // One call for the limit (then a hit), two for one over it.
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
 }

@@ -266,6 +266,47 @@ impl Negotiated {
     }
 }
 
+/// The choice as an extractor: `req.extract::<Negotiated>()`. A route
+/// without [`Negotiate`] in front of it is a server mistake, answered
+/// `500 Internal Server Error` (and logged).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use celer::middleware::negotiate::{Negotiate, Negotiated};
+/// use celer::{App, Request};
+/// use tower::ServiceExt;
+///
+/// let mut app = App::new();
+/// app.get("/", |mut req: Request| async move {
+///     let chosen = req.extract::<Negotiated>().await?;
+///     Ok::<_, http::StatusCode>(chosen.language().unwrap_or_default().to_owned())
+/// })
+/// .middleware(Negotiate::new().languages(["en", "de"]));
+///
+/// let req = http::Request::get("/").header("accept-language", "de-CH, de;q=0.9")
+///     .body(celer::Body::empty()).unwrap();
+/// let res = app.oneshot(req).await.unwrap();
+/// assert_eq!(&res.into_body().collect_bytes().await.unwrap()[..], b"de");
+/// # });
+/// ```
+impl crate::extract::FromRequest for Negotiated {
+    type Rejection = StatusCode;
+
+    async fn from_request(req: &mut Request) -> Result<Self, StatusCode> {
+        match req.extensions().get::<Negotiated>() {
+            Some(chosen) => Ok(chosen.clone()),
+            None => {
+                tracing::error!(
+                    target: "celer::rejection",
+                    path = req.path(),
+                    "Negotiated extracted on a route without Negotiate"
+                );
+                Err(StatusCode::INTERNAL_SERVER_ERROR)
+            }
+        }
+    }
+}
+
 fn field_idx(field: Field) -> usize {
     match field {
         Field::MediaType => 0,

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 
-use super::{Accept, Field, MAX_ACCEPT_ELEMENTS};
+use super::{Accept, Field, MAX_ACCEPT_ELEMENTS, MAX_ACCEPT_PARAMS};
 
 /// One row: the field value, an offer, and the quality it should get.
 fn check(field: Field, header: &str, offer: &str, expected: u16) {
@@ -137,6 +137,17 @@ fn elements_past_the_limit_are_not_read() {
     let mut header = vec!["x/y"; MAX_ACCEPT_ELEMENTS - 1].join(",");
     header.push_str(",text/html");
     check(Field::MediaType, &header, "text/html", 1000);
+}
+
+#[test]
+fn elements_with_too_many_parameters_are_ignored() {
+    let params = |n: usize| (0..n).map(|i| format!(";p{i}=v")).collect::<String>();
+    // The weight counts as a parameter.
+    let offer = format!("text/html{}", params(MAX_ACCEPT_PARAMS));
+    let at_limit = format!("text/html{};q=0.5", params(MAX_ACCEPT_PARAMS - 1));
+    check(Field::MediaType, &at_limit, &offer, 500);
+    let over = format!("text/html{};q=0.5, */*;q=0.1", params(MAX_ACCEPT_PARAMS));
+    check(Field::MediaType, &over, &offer, 100);
 }
 
 #[test]
