@@ -369,3 +369,44 @@ async fn responses_varying_on_too_many_fields_are_not_stored() {
     // One call for the limit (then a hit), two for one over it.
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
+
+#[tokio::test]
+async fn matching_validators_get_304_from_the_entry() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut app = App::new();
+    let counter = calls.clone();
+    app.get("/tagged", move |req: Request| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        // The handler never sees a condition: it would answer 304 itself.
+        assert!(req.headers().get("if-none-match").is_none());
+        async {
+            let mut res = celer::response::text("tagged body");
+            res.headers_mut()
+                .insert(header::ETAG, HeaderValue::from_static("\"v1\""));
+            res.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=1"));
+            res
+        }
+    })
+    .middleware(MicroCache::new(Duration::from_secs(60)));
+    // Cold key with a condition: the entry is filled, the client gets 304.
+    let reply = get(&app, "/tagged", &[("if-none-match", "\"v1\"")]).await;
+    assert_eq!(reply.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(
+        (reply.body.as_str(), reply.header("etag")),
+        ("", Some("\"v1\""))
+    );
+    assert_eq!(reply.header("cache-control"), Some("max-age=1"));
+    for (condition, status) in [
+        ("W/\"v1\"", StatusCode::NOT_MODIFIED),
+        ("\"v0\", \"v1\"", StatusCode::NOT_MODIFIED),
+        ("*", StatusCode::NOT_MODIFIED),
+        ("\"v2\"", StatusCode::OK),
+    ] {
+        let reply = get(&app, "/tagged", &[("if-none-match", condition)]).await;
+        assert_eq!(reply.status, status, "{condition}");
+        assert_eq!(reply.header("age"), Some("0"), "{condition}");
+    }
+    assert_eq!(get(&app, "/tagged", &[]).await.body, "tagged body");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}

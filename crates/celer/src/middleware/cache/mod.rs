@@ -42,6 +42,9 @@
 //!   never the whole body.
 //! - **Freshness.** An entry is fresh for the route's TTL, whatever the
 //!   response's own `Cache-Control` lifetime, and answers carry `Age`.
+//!   A request whose `If-None-Match` matches a cached 200's `ETag` gets
+//!   `304 Not Modified` from the entry; the handler always sees
+//!   unconditional requests, so what it answers can serve everyone.
 //!   With [`MicroCache::stale_while_revalidate`], an entry past its TTL is
 //!   still served for that long while one background request refreshes it.
 //! - **Coalescing.** While a miss is in flight, other requests for the same
@@ -63,8 +66,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use http::header::{
-    AGE, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, HeaderMap, HeaderName, HeaderValue, RANGE,
-    SET_COOKIE, VARY,
+    AGE, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_LOCATION, DATE, ETAG, EXPIRES,
+    HeaderMap, HeaderName, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, RANGE, SET_COOKIE, VARY,
 };
 use http::{Method, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
@@ -194,11 +197,12 @@ impl MicroCache {
             .map_or_else(|| req.path().into(), |pq| pq.as_str().into());
         loop {
             match self.look(&url, req.headers()) {
-                Action::Hit(entry) => return respond(&entry, is_head),
+                Action::Hit(entry) => return respond(&entry, is_head, req.headers()),
                 Action::Refresh(entry, leader) => {
+                    let res = respond(&entry, is_head, req.headers());
                     let refresh = self.clone().fetch(url.clone(), req, next, leader);
                     tokio::spawn(refresh);
-                    return respond(&entry, is_head);
+                    return res;
                 }
                 Action::Lead(leader) => {
                     let res = self.fetch(url, req, next, leader).await;
@@ -214,7 +218,7 @@ impl MicroCache {
                         Some(Outcome::Cached(entry))
                             if entry.varied == varied_values(&entry.vary, req.headers()) =>
                         {
-                            return respond(&entry, is_head);
+                            return respond(&entry, is_head, req.headers());
                         }
                         Some(Outcome::Uncacheable) => return next.run(req).await,
                         // Cancelled, or cached for other field values.
@@ -261,9 +265,13 @@ impl MicroCache {
     /// Calls the handler as GET, stores what can be stored, and tells the
     /// waiters.
     async fn fetch(self, url: Box<str>, mut req: Request, next: Next, leader: Leader) -> Response {
-        // The entry serves GET and HEAD alike, so it needs the content.
+        // The entry serves GET and HEAD alike, so it needs the content, and
+        // every later condition, so it needs the full response: the
+        // conditions of this request are evaluated on the entry.
         *req.method_mut() = Method::GET;
         let headers = req.headers().clone();
+        req.headers_mut().remove(IF_NONE_MATCH);
+        req.headers_mut().remove(IF_MODIFIED_SINCE);
         let res = next.run(req).await;
         let Some(vary) = self.storable(&res) else {
             leader.finish(Outcome::Uncacheable);
@@ -285,7 +293,7 @@ impl MicroCache {
                 });
                 self.lock().insert(&url, entry.clone());
                 leader.finish(Outcome::Cached(entry.clone()));
-                respond(&entry, false)
+                respond(&entry, false, &headers)
             }
             Collected::Partial(replay) => {
                 leader.finish(Outcome::Uncacheable);
@@ -397,8 +405,27 @@ fn list_items<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<It
         .filter(|item| !item.trim().is_empty())
 }
 
-/// A response from a cached entry, with its `Age` (RFC 9111 §5.1).
-fn respond(entry: &Entry, is_head: bool) -> Response {
+/// A response from a cached entry, with its `Age` (RFC 9111 §5.1): `304 Not
+/// Modified` when the request's `If-None-Match` matches the entry's `ETag`.
+fn respond(entry: &Entry, is_head: bool, request: &HeaderMap) -> Response {
+    let age = Instant::now()
+        .saturating_duration_since(entry.stored)
+        .as_secs();
+    if entry.status == StatusCode::OK && not_modified(entry, request) {
+        // RFC 9110 §15.4.5: the fields a 200 would have carried that
+        // describe the cache state.
+        let mut res = crate::response::status(StatusCode::NOT_MODIFIED);
+        for name in [CACHE_CONTROL, CONTENT_LOCATION, DATE, ETAG, EXPIRES] {
+            if let Some(value) = entry.headers.get(&name) {
+                res.headers_mut().insert(name, value.clone());
+            }
+        }
+        for value in entry.headers.get_all(VARY) {
+            res.headers_mut().append(VARY, value.clone());
+        }
+        res.headers_mut().insert(AGE, HeaderValue::from(age));
+        return res;
+    }
     let mut res = Response::new(if is_head {
         Body::empty()
     } else {
@@ -406,9 +433,6 @@ fn respond(entry: &Entry, is_head: bool) -> Response {
     });
     *res.status_mut() = entry.status;
     *res.headers_mut() = entry.headers.clone();
-    let age = Instant::now()
-        .saturating_duration_since(entry.stored)
-        .as_secs();
     res.headers_mut().insert(AGE, HeaderValue::from(age));
     if entry.status != StatusCode::NO_CONTENT && entry.status != StatusCode::NOT_MODIFIED {
         res.headers_mut()
@@ -417,11 +441,26 @@ fn respond(entry: &Entry, is_head: bool) -> Response {
     res
 }
 
+/// RFC 9110 §13.1.2: `If-None-Match` with weak comparison; `*` matches any
+/// current representation.
+fn not_modified(entry: &Entry, request: &HeaderMap) -> bool {
+    let Some(etag) = entry.headers.get(ETAG).and_then(|v| v.to_str().ok()) else {
+        return list_items(request, &IF_NONE_MATCH).any(|tag| tag.trim() == "*");
+    };
+    let opaque = |tag: &str| -> String {
+        let tag = tag.trim();
+        tag.strip_prefix("W/").unwrap_or(tag).to_owned()
+    };
+    let current = opaque(etag);
+    list_items(request, &IF_NONE_MATCH).any(|tag| tag.trim() == "*" || opaque(tag) == current)
+}
+
 /// A HEAD answer from a GET response: same headers, no content.
 fn strip(mut res: Response) -> Response {
+    let bodiless = matches!(res.status().as_u16(), 204 | 304);
     if let (Some(len), false) = (
         res.body().size_hint().exact(),
-        res.headers().contains_key(CONTENT_LENGTH),
+        bodiless || res.headers().contains_key(CONTENT_LENGTH),
     ) {
         res.headers_mut()
             .insert(CONTENT_LENGTH, HeaderValue::from(len));
