@@ -13,15 +13,21 @@ use super::Coding;
 use super::encoder::Encoder;
 use crate::{Body, BoxError};
 
+/// Largest piece of an inner frame given to the encoder at once, in bytes:
+/// a large frame is compressed in pieces, each piece's output sent before
+/// the next is read, so the output held never grows with the frame.
+pub(super) const INPUT_SLICE: usize = 64 * 1024;
+
 /// What `poll_frame` answers.
 type PollFrame = Poll<Option<Result<Frame<Bytes>, BoxError>>>;
 
 /// A body compressed on the fly.
 ///
-/// Memory: the encoder's state (its window: 32 KiB for gzip, 1 MiB for
-/// brotli, up to 2 MiB for zstd at level 3) and the output of one inner
-/// frame; nothing accumulates across frames. The encoder is created on the
-/// first poll, so a response to HEAD costs none.
+/// Memory: the encoder's state (gzip: its 32 KiB window; brotli: about
+/// 1 MiB with a 512 KiB window; zstd at level 3: up to 2 MiB) and the
+/// output of one [`INPUT_SLICE`] of input; nothing accumulates across
+/// frames, however large. The encoder is created on the first poll, so a
+/// response to HEAD costs none.
 pub(super) struct CompressBody {
     inner: Body,
     coding: Coding,
@@ -32,10 +38,11 @@ pub(super) struct CompressBody {
 enum State {
     /// Before the first poll.
     Idle,
-    /// Reading the inner body; `unflushed` when input went in since the
-    /// last output.
+    /// Reading the inner body; `input` is what is left of its last frame,
+    /// `unflushed` whether input went in since the last flush.
     Streaming {
         encoder: Encoder,
+        input: Bytes,
         unflushed: bool,
     },
     /// The stream has ended; trailers (if any) remain to be sent.
@@ -61,6 +68,7 @@ impl CompressBody {
                     Ok(encoder) => {
                         self.state = State::Streaming {
                             encoder,
+                            input: Bytes::new(),
                             unflushed: false,
                         };
                     }
@@ -68,7 +76,22 @@ impl CompressBody {
                 }
                 return None;
             }
-            State::Streaming { encoder, unflushed } => (encoder, unflushed),
+            State::Streaming {
+                encoder,
+                input,
+                unflushed,
+            } => {
+                if !input.is_empty() {
+                    let piece = input.split_to(input.len().min(INPUT_SLICE));
+                    if let Err(err) = encoder.write(&piece) {
+                        return Some(self.fail(err));
+                    }
+                    *unflushed = true;
+                    let out = encoder.take();
+                    return (!out.is_empty()).then(|| Poll::Ready(Some(Ok(Frame::data(out)))));
+                }
+                (encoder, unflushed)
+            }
             State::Trailers(trailers) => {
                 let trailers = trailers.take();
                 self.state = State::Done;
@@ -95,12 +118,10 @@ impl CompressBody {
             }
             Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => {
-                    if let Err(err) = encoder.write(&data) {
-                        return Some(self.fail(err));
+                    if let State::Streaming { input, .. } = &mut self.state {
+                        *input = data;
                     }
-                    *unflushed |= !data.is_empty();
-                    let out = encoder.take();
-                    (!out.is_empty()).then(|| Poll::Ready(Some(Ok(Frame::data(out)))))
+                    None
                 }
                 Err(frame) => {
                     let trailers = frame.into_trailers().ok();

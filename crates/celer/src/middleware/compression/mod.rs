@@ -45,8 +45,9 @@
 //! - The body streams: each inner frame is compressed as it arrives, and
 //!   when the inner body has nothing ready the encoder is flushed, so event
 //!   streams arrive event by event while bulk bodies compress in full
-//!   blocks. Memory per response is the encoder's window plus one frame's
-//!   output. `HEAD` gets the headers `GET` would and no encoder.
+//!   blocks. Memory per response is the encoder's state (at most about
+//!   2 MiB, zstd) plus the output of one 64 KiB piece of input: a large
+//!   frame is compressed piece by piece. `HEAD` gets the headers `GET` would and no encoder.
 //! - The engine's zero-copy marker is dropped with the body it describes.
 
 mod body;

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use http_body::{Body as _, Frame};
 use proptest::prelude::*;
 
-use super::body::CompressBody;
+use super::body::{CompressBody, INPUT_SLICE};
+use super::encoder::BROTLI_LG_WINDOW;
 use super::{Coding, is_compressed_type};
 use crate::{Body, BoxError};
 
@@ -193,5 +194,41 @@ fn compressed_types_are_recognised_by_essence() {
     ];
     for (content_type, expected) in table {
         assert_eq!(is_compressed_type(content_type), expected, "{content_type}");
+    }
+}
+
+#[test]
+fn a_large_frame_is_compressed_in_bounded_pieces() {
+    // 3 MiB in one frame, hard to compress (a xorshift sequence).
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let data: Vec<u8> = (0..3 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    for (coding, level) in CODINGS {
+        let inner = Body::from(data.clone());
+        let mut body = CompressBody::new(inner, coding, level);
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut out = Vec::new();
+        let mut largest = 0;
+        while let Poll::Ready(Some(frame)) = Pin::new(&mut body).poll_frame(&mut cx) {
+            let frame = frame.expect("frame");
+            let data = frame.data_ref().expect("data");
+            largest = largest.max(data.len());
+            out.extend_from_slice(data);
+        }
+        // One slice's output plus what the encoder may hold back: a block
+        // for gzip and zstd (128 KiB), twice the window for brotli.
+        let bound = match coding {
+            Coding::Brotli => INPUT_SLICE + (2 << BROTLI_LG_WINDOW),
+            Coding::Gzip | Coding::Zstd => INPUT_SLICE + 160 * 1024,
+        };
+        assert!(largest <= bound, "{coding:?}: {largest}");
+        assert_eq!(decode(coding, &out), data, "{coding:?}");
     }
 }
