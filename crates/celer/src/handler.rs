@@ -123,6 +123,37 @@ impl Next {
         Next { pos }
     }
 
+    /// A continuation that skips the rest of the current route's chain and
+    /// goes on to the next matching route (`404 Not Found` when there is
+    /// none); outside a route's chain (app-level middleware) it is `self`.
+    ///
+    /// ```
+    /// use celer::{Next, Request, Response};
+    ///
+    /// // Route middleware that hands requests without a token to the next route.
+    /// async fn needs_token(req: Request, next: Next) -> Response {
+    ///     if req.query_param("token").is_some() {
+    ///         next.run(req).await
+    ///     } else {
+    ///         next.next_route().run(req).await
+    ///     }
+    /// }
+    ///
+    /// let mut app = celer::App::new();
+    /// app.get("/", |_req: Request| async { "with token" }).middleware(needs_token);
+    /// app.get("/", |_req: Request| async { "without" });
+    /// ```
+    pub fn next_route(self) -> Next {
+        match self.pos {
+            Pos::Route { route, nth, .. } => Next::new(Pos::Route {
+                route,
+                step: usize::MAX,
+                nth,
+            }),
+            pos => Next::new(pos),
+        }
+    }
+
     /// Runs the rest of the chain with `req`.
     pub fn run(self, req: Request) -> NextFuture {
         let shared = req.shared().clone();

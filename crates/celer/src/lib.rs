@@ -15,7 +15,9 @@
 //!   `Result`s included. `next` passes a request to the next step of the
 //!   chain, or to the next matching route (see [`handler`]).
 //! - Middleware has the same `(req, next) -> response` shape, at app, scope
-//!   and route level.
+//!   and route level. [`middleware`] brings HTTP semantics as one layer:
+//!   content negotiation over the four `Accept*` fields, streaming gzip /
+//!   brotli / zstd compression, and a micro-cache that coalesces misses.
 //! - Extractors ([`Request::json`], [`Request::form`], [`Request::query`],
 //!   [`Request::param`], [`extract::FromRequest`]) fail with typed
 //!   rejections ([`extract::rejection`]) that have fixed statuses; bodies are
@@ -88,6 +90,9 @@
 //! - `handler.rs`: handler shapes and [`Next`]; `request/`: [`Request`];
 //!   `response/`: [`IntoResponse`] and helpers; `extract/`: extractors and
 //!   rejections; `body.rs`: [`Body`]; `error.rs`: [`Error`].
+//! - `middleware/`: `negotiate/` (the `Accept*` parser, `accept.rs`, sans-IO),
+//!   `compression/` (encoders and the streaming body), `cache/` (the store
+//!   and the coalescing of misses).
 //! - `serve.rs`: [`App::run`] and [`App::serve`] on Celer's engine.
 //!
 //! **Architecture Invariant:** only `serve.rs` names a server crate
@@ -99,6 +104,7 @@ mod body;
 mod error;
 pub mod extract;
 pub mod handler;
+pub mod middleware;
 mod request;
 pub mod response;
 pub mod router;

@@ -52,6 +52,13 @@ use crate::app::{ResponseFuture, Shared};
 use crate::request::ConnAddrs;
 use crate::{App, BoxError};
 
+/// Drops the engine's zero-copy marker from a response whose body a
+/// middleware replaces: the marker names the old body's bytes, and the
+/// engine would send those instead of the new body.
+pub(crate) fn forget_zero_copy(extensions: &mut http::Extensions) {
+    extensions.remove::<celer_server::SendFile>();
+}
+
 /// Binds one listener spec (`tcp://HOST:PORT`, `unix:PATH`, `fd:N`,
 /// `systemd`) with the engine's defaults.
 ///

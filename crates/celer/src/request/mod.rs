@@ -156,6 +156,12 @@ impl Request {
         self.inner.http.method()
     }
 
+    /// Mutable access to the method, e.g. for a middleware that asks the
+    /// rest of the chain for GET to answer a HEAD.
+    pub fn method_mut(&mut self) -> &mut Method {
+        self.inner.http.method_mut()
+    }
+
     /// The request target.
     pub fn uri(&self) -> &Uri {
         self.inner.http.uri()

@@ -1,8 +1,11 @@
 //! Integration tests of the framework, through `tower::ServiceExt::oneshot`
 //! and over real sockets (`wire`).
 
+mod cache;
+mod compression;
 mod extract;
 mod middleware;
+mod negotiate;
 mod router_table;
 mod routing;
 mod support;

@@ -13,14 +13,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
 /// A running server; dropping it does not stop it, [`Served::stop`] does.
-struct Served {
-    addr: SocketAddr,
+pub(crate) struct Served {
+    pub(crate) addr: SocketAddr,
     shutdown: Shutdown,
     task: JoinHandle<std::io::Result<()>>,
 }
 
 impl Served {
-    async fn start(app: App) -> Served {
+    pub(crate) async fn start(app: App) -> Served {
         let bound = celer::serve::bind("tcp://127.0.0.1:0").expect("bind");
         let addr = bound.tcp_addr().expect("tcp address");
         let shutdown = Shutdown::new();
@@ -32,12 +32,12 @@ impl Served {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
     /// One request on a fresh connection that the request asks to close.
-    async fn one(&self, head: &str, body: &[u8]) -> Resp {
+    pub(crate) async fn one(&self, head: &str, body: &[u8]) -> Resp {
         let mut req = head.replace('\n', "\r\n").into_bytes();
         req.extend_from_slice(body);
         let mut conn = Raw::connect(self.addr).await;
@@ -46,14 +46,30 @@ impl Served {
         conn.response_to(method).await
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.shutdown.trigger();
         bounded(self.task).await.expect("join").expect("serve");
     }
 }
 
+/// Runs `python3 -c script args...` off the runtime's thread and returns
+/// its stdout; a failing script fails the test with its stderr.
+pub(crate) async fn python(script: &str, args: &[&str]) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(script).args(args);
+    let out = tokio::task::spawn_blocking(move || run_tool(&mut cmd))
+        .await
+        .expect("python thread");
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 from python")
+}
+
 /// Runs curl with `args` off the runtime's thread and returns its stdout.
-async fn curl(args: &[&str]) -> String {
+pub(crate) async fn curl(args: &[&str]) -> String {
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     let out = tokio::task::spawn_blocking(move || {
         run_tool(
