@@ -98,6 +98,7 @@ pub mod app;
 mod body;
 mod error;
 pub mod extract;
+pub mod files;
 pub mod handler;
 mod request;
 pub mod response;
