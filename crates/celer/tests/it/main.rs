@@ -2,6 +2,7 @@
 //! and over real sockets (`wire`).
 
 mod extract;
+mod files;
 mod middleware;
 mod router_table;
 mod routing;
