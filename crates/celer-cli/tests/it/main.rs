@@ -4,6 +4,7 @@
 //! Every wait is bounded by a deadline; no test asserts on a duration.
 
 mod cli;
+mod files_nginx;
 mod inherited;
 mod serve_static;
 mod shutdown;
