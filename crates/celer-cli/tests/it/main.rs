@@ -5,6 +5,7 @@
 
 mod cli;
 mod files_nginx;
+mod files_wire;
 mod inherited;
 mod serve_static;
 mod shutdown;
