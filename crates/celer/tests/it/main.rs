@@ -4,6 +4,7 @@
 mod extract;
 mod files;
 mod middleware;
+mod offload;
 mod router_table;
 mod routing;
 mod support;
