@@ -17,6 +17,11 @@ pub const MAX_LISTING_ENTRIES: usize = 10_000;
 /// The page for directory `dir`, shown at `title` (the request path, not
 /// yet escaped). Hidden entries are left out unless `hidden` is true.
 pub(crate) fn page(dir: &Path, title: &str, hidden: bool) -> io::Result<String> {
+    page_at_most(dir, title, hidden, MAX_LISTING_ENTRIES)
+}
+
+/// [`page`] showing at most `max` entries.
+fn page_at_most(dir: &Path, title: &str, hidden: bool, max: usize) -> io::Result<String> {
     let mut entries: Vec<(Vec<u8>, bool)> = Vec::new();
     let mut left_out = 0usize;
     for entry in std::fs::read_dir(dir)? {
@@ -25,7 +30,7 @@ pub(crate) fn page(dir: &Path, title: &str, hidden: bool) -> io::Result<String> 
         if !hidden && is_hidden(&name) {
             continue;
         }
-        if entries.len() == MAX_LISTING_ENTRIES {
+        if entries.len() == max {
             left_out += 1;
             continue;
         }
@@ -109,5 +114,18 @@ mod tests {
             .collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{html}");
         assert!(page(&dir, "/", true).unwrap().contains(".hidden"));
+    }
+
+    #[test]
+    fn listings_stop_at_the_limit_and_say_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        for i in 0..5 {
+            std::fs::write(tmp.path().join(format!("f{i}")), "x").unwrap();
+        }
+        let html = page_at_most(tmp.path(), "/", false, 3).unwrap();
+        assert_eq!(html.matches("<li>").count(), 1 + 3, "{html}");
+        assert!(html.contains("<p>2 more entries not shown.</p>"), "{html}");
+        let html = page_at_most(tmp.path(), "/", false, 5).unwrap();
+        assert!(!html.contains("more entries"), "{html}");
     }
 }

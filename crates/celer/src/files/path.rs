@@ -8,6 +8,7 @@
 //! resolved, and so are backslashes and NUL bytes. Decoding happens once:
 //! `%252e` is the three characters `%2e`, never a dot.
 
+use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
@@ -57,7 +58,8 @@ impl SafePath {
     /// Decodes and checks the path of a request target (`Uri::path`).
     pub(crate) fn parse(raw: &str) -> Result<SafePath, Malformed> {
         let rest = raw.strip_prefix('/').ok_or(Malformed)?;
-        let decoded: Vec<u8> = percent_decode_str(rest).collect();
+        // Borrows when there is nothing to decode.
+        let decoded: Cow<'_, [u8]> = percent_decode_str(rest).into();
         SafePath::from_decoded(&decoded)
     }
 
