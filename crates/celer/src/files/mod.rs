@@ -274,7 +274,12 @@ impl Files {
 
     fn respond_param(&self, req: &Request, param: &str) -> Response {
         let head = req.method() == Method::HEAD;
-        let decoded = req.param_str(param).unwrap_or_default();
+        let Some(decoded) = req.param_str(param) else {
+            // The route has no such parameter: a bug in the app, not the
+            // client's request.
+            tracing::error!(target: "celer::files", param, "route has no such path parameter");
+            return Answer::INTERNAL.into_response(head);
+        };
         let path = match SafePath::from_decoded(decoded.as_bytes()) {
             Ok(path) => path,
             Err(_) => return Answer::BAD_REQUEST.into_response(head),

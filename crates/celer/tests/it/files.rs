@@ -558,4 +558,12 @@ fn mounted_in_an_app_under_a_path_parameter() {
     assert_eq!(send("/static/docs/", &[]).0, 200);
     assert_eq!(send("/static/%2e%2e/outside.txt", &[]).0, 400);
     assert_eq!(send("/static/%252e%252e/outside.txt", &[]).0, 404);
+
+    let mut wrong = App::new();
+    wrong.get("/w/<path:file>", files.handler("nope"));
+    let req = http::Request::get("/w/hello.txt")
+        .body(Body::empty())
+        .unwrap();
+    let res = block_on(wrong.oneshot(req)).unwrap();
+    assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
 }

@@ -217,3 +217,81 @@ async fn offload_headers_are_served_and_never_leak() {
     shutdown.trigger();
     task.abort();
 }
+
+/// Runs curl off the runtime's threads; returns (status line code, headers
+/// and body as text).
+async fn curl(args: Vec<String>) -> (u16, String) {
+    let out = tokio::task::spawn_blocking(move || {
+        celer_test_support::run_tool(
+            std::process::Command::new("curl")
+                .args(["-s", "-i", "--max-time", "10"])
+                .args(&args),
+        )
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offload_over_the_wire_with_curl() {
+    let site = site();
+    let upstream_bound = celer::serve::bind("tcp://127.0.0.1:0").unwrap();
+    let up = upstream_bound.tcp_addr().unwrap();
+    let up_shutdown = Shutdown::new();
+    let up_task = tokio::spawn(upstream().serve(upstream_bound, up_shutdown.clone()));
+
+    let root = site.root.display().to_string();
+    let mut app = App::new();
+    app.get(
+        "/file",
+        with_header("x-sendfile", format!("{root}/digits.bin")),
+    );
+    app.get(
+        "/up",
+        with_header("x-reproxy-url", format!("http://{up}/blob")),
+    );
+    let front = OffloadLayer::new()
+        .files(Files::new(&site.root).unwrap())
+        .allow_upstream(&format!("http://{up}/"))
+        .layer(app);
+    let bound = celer::serve::bind("tcp://127.0.0.1:0").unwrap();
+    let addr = bound.tcp_addr().unwrap();
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(bound.serve(front, shutdown.clone()));
+
+    let (status, text) = curl(vec![
+        "-r".into(),
+        "5-9".into(),
+        format!("http://{addr}/file"),
+    ])
+    .await;
+    assert_eq!(status, 206, "{text}");
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("content-range: bytes 5-9/100"),
+        "{text}"
+    );
+    assert!(text.ends_with("\r\n\r\n56789"), "{text}");
+    assert!(!text.to_ascii_lowercase().contains("x-sendfile"), "{text}");
+    let (status, text) = curl(vec!["-I".into(), format!("http://{addr}/file")]).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("content-length: 100"),
+        "{text}"
+    );
+    let (status, text) = curl(vec![format!("http://{addr}/up")]).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.ends_with("upstream body"), "{text}");
+    assert!(
+        !text.to_ascii_lowercase().contains("x-reproxy-url"),
+        "{text}"
+    );
+
+    shutdown.trigger();
+    up_shutdown.trigger();
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), up_task).await;
+}
