@@ -13,7 +13,9 @@
 //!   logged, otherwise). The upstream's status, headers (hop-by-hop ones
 //!   removed) and body are streamed to the client, never buffered. No
 //!   answer head within the timeout is 504; a connection or protocol
-//!   failure is 502; both with a one-line reason.
+//!   failure is 502; both with a one-line reason. A body that stalls for
+//!   the timeout once the head has been sent is cut off (the client sees
+//!   a truncated response and the connection closes).
 //!
 //! The offload headers are never sent to the client. `Set-Cookie`,
 //! `Content-Disposition`, `Cache-Control` and `Expires` set by the app are
@@ -170,8 +172,10 @@ impl OffloadLayer {
         self.with(|c| c.upstreams.push(prefix))
     }
 
-    /// Time an upstream has to connect and send its response head; past
-    /// it the client gets 504. Default is [`REPROXY_TIMEOUT`].
+    /// Time an upstream has to connect and send its response head (past
+    /// it the client gets 504), and most time between two pieces of its
+    /// body (past it the response is cut off). Default is
+    /// [`REPROXY_TIMEOUT`].
     pub fn timeout(self, timeout: Duration) -> OffloadLayer {
         self.with(|c| c.timeout = timeout)
     }
@@ -399,7 +403,58 @@ impl Config {
             parts.headers.remove(name);
         }
         parts.headers.remove(HeaderName::from_static("keep-alive"));
+        let body = IdleTimeout {
+            inner: body,
+            timeout: self.timeout,
+            sleep: Box::pin(tokio::time::sleep(self.timeout)),
+        };
         Ok(http::Response::from_parts(parts, Body::new(body)))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An upstream body that fails when no frame arrives for `timeout`, so
+    /// a stalled upstream cannot hold the client's connection forever.
+    struct IdleTimeout<B> {
+        #[pin]
+        inner: B,
+        timeout: Duration,
+        sleep: Pin<Box<tokio::time::Sleep>>,
+    }
+}
+
+impl<B> http_body::Body for IdleTimeout<B>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let this = self.project();
+        match this.inner.poll_frame(cx) {
+            Poll::Ready(frame) => {
+                let deadline = tokio::time::Instant::now() + *this.timeout;
+                this.sleep.as_mut().reset(deadline);
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => match this.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err("the upstream stalled mid-body".into()))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -50,6 +50,11 @@ fn upstream() -> App {
         tokio::time::sleep(Duration::from_secs(5)).await;
         "late"
     });
+    app.get("/stall", |_req: Request| async {
+        use futures_util::stream::{self, StreamExt};
+        let first = stream::once(async { Ok::<_, std::io::Error>("partial") });
+        Body::from_stream(first.chain(stream::pending()))
+    });
     app
 }
 
@@ -115,6 +120,10 @@ async fn offload_headers_are_served_and_never_leak() {
     app.get(
         "/not-allowed",
         with_header("x-reproxy-url", "http://192.0.2.1/x".to_owned()),
+    );
+    app.get(
+        "/stall",
+        with_header("x-reproxy-url", format!("http://{up}/stall")),
     );
     app.get("/plain", |_req: Request| async { "no offload" });
     let dead_prefix = dead.trim_end_matches("blob").to_owned();
@@ -199,6 +208,13 @@ async fn offload_headers_are_served_and_never_leak() {
     let got = ask("/slow", &[]).await;
     assert_eq!(got.status, StatusCode::GATEWAY_TIMEOUT);
     assert!(String::from_utf8_lossy(&got.body).contains("did not answer in time"));
+
+    // A body that stalls after the head is cut off after the timeout.
+    let req = http::Request::get("/stall").body(Body::empty()).unwrap();
+    let res = service.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let err = res.into_body().collect_bytes().await.unwrap_err();
+    assert!(err.to_string().contains("stalled"), "{err}");
 
     for path in [
         "/sendfile",
