@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use celer::files::offload::MAX_REPROXY_URLS;
 use celer::files::{Files, OffloadLayer};
 use celer::serve::Shutdown;
 use celer::{App, Body, Request};
@@ -121,6 +122,11 @@ async fn offload_headers_are_served_and_never_leak() {
         "/not-allowed",
         with_header("x-reproxy-url", "http://192.0.2.1/x".to_owned()),
     );
+    let dead_urls = |n: usize| vec![dead.as_str(); n].join(" ");
+    let at_limit = format!("{} http://{up}/blob", dead_urls(MAX_REPROXY_URLS - 1));
+    let past_limit = format!("{} http://{up}/blob", dead_urls(MAX_REPROXY_URLS));
+    app.get("/at-limit", with_header("x-reproxy-url", at_limit));
+    app.get("/past-limit", with_header("x-reproxy-url", past_limit));
     app.get(
         "/stall",
         with_header("x-reproxy-url", format!("http://{up}/stall")),
@@ -208,6 +214,13 @@ async fn offload_headers_are_served_and_never_leak() {
     let got = ask("/slow", &[]).await;
     assert_eq!(got.status, StatusCode::GATEWAY_TIMEOUT);
     assert!(String::from_utf8_lossy(&got.body).contains("did not answer in time"));
+
+    // Only the first MAX_REPROXY_URLS URLs are tried.
+    assert_eq!(ask("/at-limit", &[]).await.body, b"upstream body");
+    assert_eq!(
+        ask("/past-limit", &[]).await.status,
+        StatusCode::BAD_GATEWAY
+    );
 
     // A body that stalls after the head is cut off after the timeout.
     let req = http::Request::get("/stall").body(Body::empty()).unwrap();
