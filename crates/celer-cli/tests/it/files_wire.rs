@@ -206,3 +206,27 @@ fn traversal_attempts_never_leave_the_root() {
         );
     }
 }
+
+#[test]
+fn help_documents_the_file_flags_and_they_need_a_root() {
+    let (code, help) = crate::support::run_celer_stdout(&["serve", "--help"]);
+    assert_eq!(code, Some(0));
+    for flag in [
+        "--index",
+        "--listing",
+        "--hidden",
+        "--symlinks",
+        "--cache-max-age",
+        "--cache-public",
+        "--cache-immutable",
+        "--no-precompressed",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help");
+    }
+    let (code, stderr) = crate::support::run_celer(&["serve", "--listing"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--root"), "{stderr}");
+    let (code, stderr) = crate::support::run_celer(&["serve", "--root", "/nonexistent/dir"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("/nonexistent/dir"), "{stderr}");
+}
