@@ -47,7 +47,7 @@ impl Nginx {
         );
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new("nginx")
+        let child = Command::new(nginx_binary())
             .arg("-p")
             .arg(dir.path())
             .arg("-e")
@@ -78,6 +78,17 @@ impl Drop for Nginx {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// nginx from PATH, or where Debian installs it (/usr/sbin is not on every
+/// user's PATH).
+fn nginx_binary() -> PathBuf {
+    let in_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("nginx"))
+            .find(|p| p.is_file())
+    });
+    in_path.unwrap_or_else(|| PathBuf::from("/usr/sbin/nginx"))
 }
 
 fn free_port() -> u16 {
