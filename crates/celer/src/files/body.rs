@@ -45,6 +45,10 @@ impl Content {
     /// The region as a body, with the marker that lets a plain-TCP
     /// transport send a file region with `sendfile(2)`.
     pub(crate) fn region(&self, offset: u64, len: u64) -> (Body, Option<SendFile>) {
+        if len == 0 {
+            // Nothing to send: no file region for a transport to look at.
+            return (Body::empty(), None);
+        }
         match self.piece(offset, len) {
             Piece::Bytes(bytes) => (Body::from(bytes), None),
             Piece::File(file) => {

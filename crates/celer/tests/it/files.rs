@@ -455,6 +455,23 @@ fn traversal_never_escapes_the_root() {
 }
 
 #[test]
+fn empty_files_have_no_satisfiable_range() {
+    let site = site();
+    std::fs::write(site.root.join("empty.txt"), "").unwrap();
+    let files = Files::new(&site.root).unwrap();
+    let got = get(&files, "/empty.txt", &[]);
+    assert_eq!(
+        (got.status, got.header("content-length"), got.body.len()),
+        (StatusCode::OK, Some("0"), 0)
+    );
+    let got = get(&files, "/empty.txt", &[("range", "bytes=0-")]);
+    assert_eq!(
+        (got.status, got.header("content-range")),
+        (StatusCode::RANGE_NOT_SATISFIABLE, Some("bytes */0"))
+    );
+}
+
+#[test]
 fn methods_other_than_get_and_head_get_405() {
     let site = site();
     let files = Files::new(&site.root).unwrap();
