@@ -5,25 +5,20 @@
 //!   of its root;
 //! - [`Welcome`]: the embedded site `celer serve` shows without `--root`.
 //!
-//! Both answer with [`Body`], whose size is always exact, so the engine can
-//! send `Content-Length`. They are plain services for now and move onto the
-//! `celer` framework once its middleware (conditional requests, ranges)
-//! lands.
+//! Both are thin users of `celer::files::Files` (a directory and an
+//! embedded bundle) and answer with `celer::Body`, whose size is exact for
+//! files, so the engine sends `Content-Length` and, for file regions on
+//! plain TCP, uses `sendfile(2)`.
 //!
 //! # Layout
 //!
 //! - `static_site`, `welcome`: the two services
-//! - `body`: the response body (memory or a file streamed in chunks)
 //! - `future`: the services' response future
-//! - `common`: path checks (`path`), content types (`mime`) and the shapes
-//!   of responses both sites send (`respond`)
 
-pub mod body;
-mod common;
 pub mod future;
 pub mod static_site;
 pub mod welcome;
 
-pub use body::Body;
+pub use celer::Body;
 pub use static_site::StaticSite;
 pub use welcome::Welcome;

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use celer::files::{CacheControl, Files, Hidden, Symlinks};
 use celer_apps::{StaticSite, Welcome};
 use celer_server::limits::{self, Limits};
 use celer_server::listen::{BACKLOG, BindOptions};
@@ -35,11 +36,52 @@ SIGTERM or SIGINT stops accepting, lets requests in flight finish (up to \
 Examples:
   celer serve
   celer serve --root ./public --listen tcp://0.0.0.0:8080 --listen tcp://[::]:8080
+  celer serve --root ./dist --cache-max-age 10m --cache-immutable --listing
   celer serve --root /srv/www --listen unix:/run/celer.sock --unix-mode 660")]
 pub(crate) struct ServeArgs {
     /// Directory to serve. Without it, the embedded welcome site is served.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+
+    /// File tried for a directory; repeat to try several in order.
+    #[arg(long = "index", value_name = "NAME", default_value = celer::files::INDEX,
+          requires = "root", help_heading = "Files")]
+    index: Vec<String>,
+
+    /// List directories that have no index file (an HTML page, names sorted
+    /// and escaped); without it they get 404.
+    #[arg(long, requires = "root", help_heading = "Files")]
+    listing: bool,
+
+    /// What names starting with a dot get (.well-known is always served):
+    /// deny (403), ignore (404, not listed) or allow.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = HiddenArg::Deny,
+          requires = "root", help_heading = "Files")]
+    hidden: HiddenArg,
+
+    /// What symbolic links get: follow (anywhere), within-root (followed
+    /// while the target stays under the root, 403 otherwise) or deny (403).
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = SymlinksArg::WithinRoot,
+          requires = "root", help_heading = "Files")]
+    symlinks: SymlinksArg,
+
+    /// Send Cache-Control max-age with files [default: no Cache-Control].
+    #[arg(long, value_name = "SECS", requires = "root", help_heading = "Files")]
+    cache_max_age: Option<Secs>,
+
+    /// Add `public` to Cache-Control.
+    #[arg(long, requires = "root", help_heading = "Files")]
+    cache_public: bool,
+
+    /// Send `max-age=31536000, immutable` for fingerprinted names
+    /// (app.3f2a9c1b.js: a part of 8-64 lowercase hex digits).
+    #[arg(long, requires = "root", help_heading = "Files")]
+    cache_immutable: bool,
+
+    /// Do not serve precompressed siblings (NAME.br, NAME.zst, NAME.gz)
+    /// chosen by Accept-Encoding.
+    #[arg(long, requires = "root", help_heading = "Files")]
+    no_precompressed: bool,
 
     /// Where to listen: tcp://HOST:PORT (IPv6 in brackets), unix:PATH, fd:N,
     /// systemd or systemd:NAME. Repeat to listen on several.
@@ -139,10 +181,58 @@ enum ThreadingArg {
     WorkStealing,
 }
 
+/// `--hidden` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum HiddenArg {
+    /// 403 Forbidden.
+    Deny,
+    /// 404 Not Found, and left out of listings.
+    Ignore,
+    /// Served and listed like other names.
+    Allow,
+}
+
+/// `--symlinks` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SymlinksArg {
+    /// Followed wherever they lead.
+    Follow,
+    /// Followed while the target stays under the root.
+    WithinRoot,
+    /// Never followed (403).
+    Deny,
+}
+
+/// The file service for `--root`, configured from the flags.
+fn files(root: &std::path::Path, args: &ServeArgs) -> anyhow::Result<Files> {
+    let files = Files::new(root).map_err(|err| Usage(format!("--root {err}")))?;
+    let mut cache = CacheControl::new()
+        .public(args.cache_public)
+        .immutable_fingerprinted(args.cache_immutable);
+    if let Some(age) = args.cache_max_age {
+        cache = cache.max_age(age.0);
+    }
+    Ok(files
+        .index(args.index.iter().cloned())
+        .listing(args.listing)
+        .hidden(match args.hidden {
+            HiddenArg::Deny => Hidden::Deny,
+            HiddenArg::Ignore => Hidden::Ignore,
+            HiddenArg::Allow => Hidden::Allow,
+        })
+        .symlinks(match args.symlinks {
+            SymlinksArg::Follow => Symlinks::Follow,
+            SymlinksArg::WithinRoot => Symlinks::WithinRoot,
+            SymlinksArg::Deny => Symlinks::Deny,
+        })
+        .cache_control(cache)
+        .precompressed(!args.no_precompressed))
+}
+
 /// Runs `celer serve` until SIGTERM or SIGINT.
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let site = match &args.root {
-        Some(root) => Some(StaticSite::new(root).map_err(|err| Usage(format!("--root {err}")))?),
+        Some(root) => Some(StaticSite::with_files(files(root, args)?)),
         None => None,
     };
     match celer_server::raise_fd_limit() {

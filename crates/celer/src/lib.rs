@@ -25,6 +25,9 @@
 //! - [`App`] implements `tower::Service<http::Request<B>>` for any
 //!   `http_body::Body` `B`, answering `http::Response<`[`Body`]`>`, so tower
 //!   and tower-http layers wrap it and any server that speaks `tower` runs it.
+//! - [`files::Files`] serves a directory or an embedded bundle with HTTP's
+//!   semantics for stored files (validators, conditional requests, ranges,
+//!   precompressed siblings), as a service or under a route.
 //! - [`serve`] runs an app on Celer's engine: `app.run(bound, signal)`
 //!   blocks, `app.serve(bound, shutdown).await` runs on your runtime, and
 //!   handlers see the client's address in [`Request::remote_addr`].
@@ -94,15 +97,21 @@
 //!   `compression/` (encoders and the streaming body), `cache/` (the store
 //!   and the coalescing of misses).
 //! - `serve.rs`: [`App::run`] and [`App::serve`] on Celer's engine.
+//! - `files/`: static files ([`files::Files`]: ETags, conditional requests,
+//!   ranges, precompressed siblings, listings, embedded bundles) and the
+//!   offload headers ([`files::OffloadLayer`]).
 //!
-//! **Architecture Invariant:** only `serve.rs` names a server crate
-//! (`celer_server`); everywhere else requests arrive as `http::Request<B>`
-//! through `tower::Service`.
+//! **Architecture Invariant:** only `serve.rs` and `files/body.rs` name a
+//! server crate (`celer_server`): the first to run apps on the engine, the
+//! second for the transport-neutral file body (`celer_server::file`) and its
+//! `sendfile(2)` marker. Everywhere else requests arrive as
+//! `http::Request<B>` through `tower::Service`.
 
 pub mod app;
 mod body;
 mod error;
 pub mod extract;
+pub mod files;
 pub mod handler;
 pub mod middleware;
 mod request;

@@ -8,7 +8,9 @@ use http_body_util::BodyExt;
 use tower_service::Service;
 
 use super::StaticSite;
-use crate::body::FILE_CHUNK;
+
+/// The largest piece a file body yields at once.
+const FILE_CHUNK: usize = 64 * 1024;
 
 /// A site over a fresh directory: `index.html`, `a.txt`, `docs/index.html`,
 /// `empty/`, `.secret`, and a link `out` to a file outside the root.

@@ -12,7 +12,7 @@ async fn request(method: Method, path: &str) -> (StatusCode, http::HeaderMap, by
         .uri(path)
         .body(())
         .unwrap();
-    let (parts, body) = Welcome.call(req).await.unwrap().into_parts();
+    let (parts, body) = Welcome::new().call(req).await.unwrap().into_parts();
     (
         parts.status,
         parts.headers,

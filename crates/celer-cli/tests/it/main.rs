@@ -4,6 +4,8 @@
 //! Every wait is bounded by a deadline; no test asserts on a duration.
 
 mod cli;
+mod files_nginx;
+mod files_wire;
 mod inherited;
 mod serve_static;
 mod shutdown;

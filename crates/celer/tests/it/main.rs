@@ -4,8 +4,10 @@
 mod cache;
 mod compression;
 mod extract;
+mod files;
 mod middleware;
 mod negotiate;
+mod offload;
 mod router_table;
 mod routing;
 mod support;

@@ -2,27 +2,32 @@
 
 use std::path::Path;
 
-use super::{Refusal, SafePath, has_hidden};
+use super::{Malformed, SafePath, has_hidden};
 
-/// What a request path should become: the relative path and whether it
-/// names a directory, or the refusal.
+/// What a request path should become: the relative path, whether it names
+/// a directory and whether it is hidden; or refused.
 enum Want {
     Ok(&'static str, bool),
-    Err(Refusal),
+    Hidden(&'static str),
+    Err(Malformed),
 }
 
-use Refusal::{Hidden, Malformed};
-use Want::{Err, Ok};
+use Want::{Err, Hidden, Ok};
 
 fn check(raw: &str, want: Want) {
-    let got = SafePath::parse(raw, false);
+    let got = SafePath::parse(raw);
     match (want, got) {
         (Ok(rel, dir), Result::Ok(p)) => {
             assert_eq!(p.relative(), Path::new(rel), "relative path of {raw:?}");
             assert_eq!(p.dir_form, dir, "dir_form of {raw:?}");
+            assert!(!p.hidden, "{raw:?} is not hidden");
+        }
+        (Hidden(rel), Result::Ok(p)) => {
+            assert_eq!(p.relative(), Path::new(rel), "relative path of {raw:?}");
+            assert!(p.hidden, "{raw:?} is hidden");
         }
         (Err(refusal), Result::Err(got)) => assert_eq!(got, refusal, "refusal of {raw:?}"),
-        (Ok(..), Result::Err(got)) => panic!("{raw:?} refused with {got:?}, want accepted"),
+        (_, Result::Err(got)) => panic!("{raw:?} refused with {got:?}, want accepted"),
         (Err(refusal), Result::Ok(p)) => {
             panic!("{raw:?} accepted as {p:?}, want {refusal:?}")
         }
@@ -88,12 +93,12 @@ fn not_absolute_is_refused() {
 }
 
 #[test]
-fn hidden_segments_are_refused() {
-    check("/.env", Err(Hidden));
-    check("/.git/config", Err(Hidden));
-    check("/a/.ssh/", Err(Hidden));
-    check("/%2egit/config", Err(Hidden));
-    check("/...", Err(Hidden));
+fn hidden_segments_are_flagged() {
+    check("/.env", Hidden(".env"));
+    check("/.git/config", Hidden(".git/config"));
+    check("/a/.ssh/", Hidden("a/.ssh"));
+    check("/%2egit/config", Hidden(".git/config"));
+    check("/...", Hidden("..."));
     check(
         "/.well-known/security.txt",
         Ok(".well-known/security.txt", false),
@@ -103,16 +108,20 @@ fn hidden_segments_are_refused() {
 }
 
 #[test]
-fn hidden_segments_can_be_allowed() {
-    let p = SafePath::parse("/.git/config", true).unwrap();
-    assert_eq!(p.relative(), Path::new(".git/config"));
-    assert_eq!(SafePath::parse("/.git/../x", true), Result::Err(Malformed));
+fn decoded_paths_are_not_decoded_again() {
+    let p = SafePath::from_decoded(b"%2e%2e/x").unwrap();
+    assert_eq!(p.relative(), Path::new("%2e%2e/x"));
+    assert_eq!(SafePath::from_decoded(b"a/../x"), Result::Err(Malformed));
+    assert_eq!(
+        SafePath::from_decoded(b"/a/b/").unwrap().relative(),
+        Path::new("a/b")
+    );
 }
 
 #[test]
 fn file_name_is_the_last_segment() {
     let name = |raw| {
-        SafePath::parse(raw, false)
+        SafePath::parse(raw)
             .unwrap()
             .file_name()
             .map(<[u8]>::to_vec)
@@ -124,12 +133,14 @@ fn file_name_is_the_last_segment() {
 
 #[test]
 fn dir_href_is_encoded_and_never_protocol_relative() {
-    let href = |raw| SafePath::parse(raw, false).unwrap().dir_href();
+    let href = |raw| SafePath::parse(raw).unwrap().dir_href("");
     assert_eq!(href("/docs"), "/docs/");
     assert_eq!(href("//evil.example"), "/evil.example/");
     assert_eq!(href("/a%20b/c%3Fd"), "/a%20b/c%3Fd/");
     assert_eq!(href("/caf%C3%A9"), "/caf%C3%A9/");
     assert_eq!(href("/"), "/");
+    let p = SafePath::parse("/a").unwrap();
+    assert_eq!(p.dir_href("/static/"), "/static/a/");
 }
 
 #[test]
