@@ -615,9 +615,16 @@ async fn accept_loop<A, F, S>(
                 Err(_) => return,
             },
         };
+        let accepted = tokio::select! {
+            biased;
+            () = shutdown.started() => return,
+            res = acceptor.accept() => res,
+        };
         // At the handshake cap a TLS listener stops accepting, as at the
-        // connection limit: clients wait in the backlog, holding nothing.
-        let handshake = if tls {
+        // connection limit: further clients wait in the backlog, holding
+        // nothing. The slot is taken after `accept` so that an idle listener
+        // never holds one while another listener's clients wait.
+        let handshake = if tls && accepted.is_ok() {
             tokio::select! {
                 biased;
                 () = shutdown.started() => return,
@@ -628,11 +635,6 @@ async fn accept_loop<A, F, S>(
             }
         } else {
             None
-        };
-        let accepted = tokio::select! {
-            biased;
-            () = shutdown.started() => return,
-            res = acceptor.accept() => res,
         };
         match accepted {
             Ok((io, info)) => {

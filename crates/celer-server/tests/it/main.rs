@@ -6,4 +6,5 @@ mod limits;
 mod server;
 mod shutdown;
 mod support;
+mod tls;
 mod wire;
