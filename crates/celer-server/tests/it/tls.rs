@@ -64,7 +64,7 @@ impl Pki {
         alg: &'static SignatureAlgorithm,
     ) -> (PathBuf, PathBuf) {
         let key = KeyPair::generate_for(alg).unwrap();
-        self.sign(file, names, key)
+        self.sign(file, names, &key)
     }
 
     /// Like [`Pki::leaf`] with an RSA 2048 key from openssl (ring cannot
@@ -86,7 +86,7 @@ impl Pki {
         assert!(out.status.success(), "openssl genpkey failed");
         let pem = std::fs::read_to_string(&pkcs8).unwrap();
         let key = KeyPair::from_pem_and_sign_algo(&pem, &rcgen::PKCS_RSA_SHA256).unwrap();
-        let (cert, key_path) = self.sign(file, names, key);
+        let (cert, key_path) = self.sign(file, names, &key);
         // Store the key in openssl's PKCS#1 form ("BEGIN RSA PRIVATE KEY").
         let out = run_tool(
             Command::new("openssl")
@@ -101,11 +101,11 @@ impl Pki {
         (cert, key_path)
     }
 
-    fn sign(&self, file: &str, names: &[&str], key: KeyPair) -> (PathBuf, PathBuf) {
+    fn sign(&self, file: &str, names: &[&str], key: &KeyPair) -> (PathBuf, PathBuf) {
         let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
         let cert = CertificateParams::new(names)
             .unwrap()
-            .signed_by(&key, &self.issuer)
+            .signed_by(key, &self.issuer)
             .unwrap();
         let cert_path = self.path(&format!("{file}.crt"));
         let key_path = self.path(&format!("{file}.key"));
@@ -136,20 +136,11 @@ struct TlsServer {
     _shutdown: Shutdown,
 }
 
+#[derive(Default)]
 struct Options {
     limits: Limits,
     hsts: Option<Duration>,
     redirect: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            limits: Limits::default(),
-            hsts: None,
-            redirect: false,
-        }
-    }
 }
 
 async fn start(tls: &TlsConfig, opts: Options) -> TlsServer {
