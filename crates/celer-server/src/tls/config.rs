@@ -172,7 +172,7 @@ impl TlsBuilder {
             .with_cert_resolver(resolver.clone());
         config.alpn_protocols = self.alpn;
         if self.resumption {
-            config.ticketer = rustls::crypto::ring::Ticketer::new()
+            config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
                 .map_err(|err| Error::new_tls_config(format!("session tickets: {err}")))?;
             if self.session_cache == 0 {
                 config.session_storage = Arc::new(NoServerSessionStorage {});
@@ -194,10 +194,10 @@ impl TlsBuilder {
     }
 }
 
-/// The crypto provider: ring (ARCHITECTURE.md, "TLS crypto provider",
-/// records the measurement against aws-lc-rs).
+/// The crypto provider: aws-lc-rs (ARCHITECTURE.md, "TLS crypto provider",
+/// records the measurement against ring).
 fn provider() -> CryptoProvider {
-    rustls::crypto::ring::default_provider()
+    rustls::crypto::aws_lc_rs::default_provider()
 }
 
 /// A TLS server configuration: certificates, protocol versions, ALPN and
