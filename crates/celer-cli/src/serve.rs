@@ -183,10 +183,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let redirects = bound.redirect_specs();
     if !redirects.is_empty() {
-        ready.push_str(&format!(
-            "; redirecting {} to HTTPS",
-            redirects.join(", ")
-        ));
+        ready.push_str(&format!("; redirecting {} to HTTPS", redirects.join(", ")));
     }
     let signal = shutdown_signal(ready, tls);
     match site {

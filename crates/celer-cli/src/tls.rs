@@ -133,12 +133,12 @@ const SELF_SIGNED_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// A fresh ECDSA P-256 certificate and key, as PEM.
 fn self_signed() -> Result<(String, String), Usage> {
     let names = SELF_SIGNED_NAMES.map(str::to_owned).to_vec();
-    let generated = rcgen::generate_simple_self_signed(names)
-        .map_err(|err| Usage(format!("--self-signed: cannot generate a certificate: {err}")))?;
-    Ok((
-        generated.cert.pem(),
-        generated.signing_key.serialize_pem(),
-    ))
+    let generated = rcgen::generate_simple_self_signed(names).map_err(|err| {
+        Usage(format!(
+            "--self-signed: cannot generate a certificate: {err}"
+        ))
+    })?;
+    Ok((generated.cert.pem(), generated.signing_key.serialize_pem()))
 }
 
 /// Reloads the certificate files (SIGHUP); a failure keeps the certificates
