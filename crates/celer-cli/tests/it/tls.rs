@@ -81,11 +81,7 @@ fn serves_https_from_certificate_files() {
 #[test]
 fn self_signed_prints_the_fingerprint_it_serves() {
     let celer = Celer::serve(&["--listen", "tcp://127.0.0.1:0", "--self-signed"]);
-    let lines = celer.stderr_lines();
-    let line = lines
-        .iter()
-        .find(|l| l.contains("self-signed certificate"))
-        .unwrap_or_else(|| panic!("no fingerprint line: {lines:?}"));
+    let line = stderr_line(&celer, "self-signed certificate");
     let printed = line.rsplit(' ').next().unwrap().replace(':', "");
     assert_eq!(fingerprint(celer.port(), "-"), printed, "{line}");
     let reply = curl(&["-k", &format!("https://127.0.0.1:{}/", celer.port())]);
@@ -273,6 +269,22 @@ fn sighup_reloads_certificates_under_load_without_a_failed_request() {
     assert!(seen.contains(&new.clone().into()), "{stats}");
 }
 
+/// The first stderr line containing `needle`, waiting for it to arrive.
+fn stderr_line(celer: &Celer, needle: &str) -> String {
+    let mut found = None;
+    wait_for(
+        || {
+            found = celer
+                .stderr_lines()
+                .into_iter()
+                .find(|l| l.contains(needle));
+            found.is_some()
+        },
+        needle,
+    );
+    found.unwrap()
+}
+
 fn wait_for(mut done: impl FnMut() -> bool, what: &str) {
     let start = Instant::now();
     while !done() {
@@ -292,11 +304,7 @@ fn redirect_listener_and_hsts() {
         "--hsts",
         "600",
     ]);
-    let lines = celer.stderr_lines();
-    let ready = lines
-        .iter()
-        .find(|l| l.contains("listening on"))
-        .expect("start-up line");
+    let ready = stderr_line(&celer, "listening on");
     let redirect_port: u16 = ready
         .split("redirecting tcp://127.0.0.1:")
         .nth(1)
