@@ -133,7 +133,8 @@ fn fingerprint(tls: &TlsConfig, idx: usize) -> String {
 struct TlsServer {
     addr: SocketAddr,
     redirect: Option<SocketAddr>,
-    _shutdown: Shutdown,
+    shutdown: Shutdown,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 #[derive(Default)]
@@ -160,11 +161,12 @@ async fn start(tls: &TlsConfig, opts: Options) -> TlsServer {
     let addr = bound.tcp_addr().unwrap();
     let redirect = bound.redirect_addr();
     let shutdown = Shutdown::new();
-    tokio::spawn(bound.serve(tower::service_fn(support::route), shutdown.clone()));
+    let task = tokio::spawn(bound.serve(tower::service_fn(support::route), shutdown.clone()));
     TlsServer {
         addr,
         redirect,
-        _shutdown: shutdown,
+        shutdown,
+        task,
     }
 }
 
@@ -553,6 +555,27 @@ impl Keepalive {
         drop(self.stdin);
         let _ = bounded(self.child.wait()).await;
     }
+}
+
+#[tokio::test]
+async fn graceful_shutdown_closes_idle_tls_connections_and_half_done_handshakes() {
+    let pki = Pki::new();
+    let pair = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    let tls = config(&[&pair]);
+    let srv = start(&tls, Options::default()).await;
+    let ca = pki.ca.to_str().unwrap();
+    let mut idle = python_keepalive(srv.addr, ca).await;
+    let mut stalled = Raw::connect(srv.addr).await;
+    stalled.send(&[0x16, 0x03, 0x01]).await;
+    srv.shutdown.trigger();
+    bounded(srv.task).await.unwrap().unwrap();
+    assert!(bounded(stalled.is_closed()).await);
+    // The idle client finds its connection closed.
+    use tokio::io::AsyncWriteExt;
+    idle.stdin.write_all(b"go\n").await.unwrap();
+    let line = bounded(idle.stdout.next_line()).await.unwrap();
+    assert_eq!(line, None, "answered after shutdown");
+    idle.close().await;
 }
 
 #[tokio::test]
