@@ -217,6 +217,9 @@ impl Builder {
                 "a TLS listener needs a certificate",
             ));
         }
+        if has(Role::Redirect) && !has(Role::Tls) {
+            return Err(no_redirect_target());
+        }
         let copies = match self.threading {
             Threading::PerCore => self.workers,
             Threading::WorkStealing => 1,
@@ -236,10 +239,7 @@ impl Builder {
             .find_map(|(_, set)| set.first()?.tcp_addr())
             .map(|addr| addr.port());
         if has(Role::Redirect) && https_port.is_none() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "an HTTP-to-HTTPS redirect needs a TCP TLS listener to point to",
-            ));
+            return Err(no_redirect_target());
         }
         let mut per_worker: Vec<Vec<(Role, Listener)>> = (0..copies).map(|_| Vec::new()).collect();
         for (role, set) in sets {
@@ -270,6 +270,13 @@ impl Builder {
             threading: self.threading,
         })
     }
+}
+
+fn no_redirect_target() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "an HTTP-to-HTTPS redirect needs a TCP TLS listener to point to",
+    )
 }
 
 /// A server with its listeners bound, ready to run a service.
