@@ -1,5 +1,6 @@
 //! Measures rustls crypto providers: server CPU per full TLS 1.3 handshake
-//! (resumption off) and per keep-alive request/response record pair.
+//! (resumption off) and per keep-alive request/response record pair, for
+//! each TLS 1.3 AES-GCM suite and certificate type.
 //!
 //! Run with `cargo run --release` in this directory. Client and server talk
 //! through memory; only the server side's thread CPU time is counted.
@@ -153,25 +154,35 @@ fn record_cost(provider: &Arc<CryptoProvider>, pki: &Pki, n: u32) -> Duration {
     cpu / n
 }
 
+/// `provider` offering only the TLS 1.3 suite `suite`.
+fn only(mut provider: CryptoProvider, suite: rustls::CipherSuite) -> Arc<CryptoProvider> {
+    provider.cipher_suites.retain(|s| s.suite() == suite);
+    Arc::new(provider)
+}
+
 fn main() {
+    use rustls::CipherSuite::{TLS13_AES_128_GCM_SHA256 as AES128, TLS13_AES_256_GCM_SHA384 as AES256};
+    use rustls::crypto::{aws_lc_rs, ring};
     let providers = [
-        ("ring", Arc::new(rustls::crypto::ring::default_provider())),
-        ("aws-lc-rs", Arc::new(rustls::crypto::aws_lc_rs::default_provider())),
+        ("ring", "AES-256-GCM-SHA384", only(ring::default_provider(), AES256)),
+        ("aws-lc-rs", "AES-256-GCM-SHA384", only(aws_lc_rs::default_provider(), AES256)),
+        ("ring", "AES-128-GCM-SHA256", only(ring::default_provider(), AES128)),
+        ("aws-lc-rs", "AES-128-GCM-SHA256", only(aws_lc_rs::default_provider(), AES128)),
     ];
     let algs: [(&str, &'static rcgen::SignatureAlgorithm); 3] = [
         ("ECDSA P-256", &rcgen::PKCS_ECDSA_P256_SHA256),
         ("Ed25519", &rcgen::PKCS_ED25519),
         ("RSA 2048", &rcgen::PKCS_RSA_SHA256),
     ];
-    println!("provider,certificate,round,handshake_us,handshakes_per_cpu_s,record_pair_us");
+    println!("provider,suite,certificate,round,handshake_us,handshakes_per_cpu_s,record_pair_us");
     for round in 0..3 {
         for (alg_name, alg) in algs {
             let key = pki(alg);
-            for (name, provider) in &providers {
+            for (name, suite, provider) in &providers {
                 let hs = handshake_cost(provider, &key, 300);
                 let rec = record_cost(provider, &key, 20_000);
                 println!(
-                    "{name},{alg_name},{round},{:.1},{:.0},{:.3}",
+                    "{name},{suite},{alg_name},{round},{:.1},{:.0},{:.3}",
                     hs.as_secs_f64() * 1e6,
                     1.0 / hs.as_secs_f64(),
                     rec.as_secs_f64() * 1e6

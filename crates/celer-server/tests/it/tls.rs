@@ -246,7 +246,11 @@ async fn python_clients_speak_tls_1_3_and_1_2_and_resume_by_default() {
     let tls = config(&[&pair]);
     let srv = start(&tls, Options::default()).await;
     let ca = pki.ca.to_str().unwrap();
-    for version in ["1.3", "1.2"] {
+    // The server's preference (AES-128-GCM) wins over OpenSSL's (AES-256).
+    for (version, cipher) in [
+        ("1.3", "TLS_AES_128_GCM_SHA256"),
+        ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+    ] {
         let out = probe(
             srv.addr,
             &[
@@ -260,6 +264,7 @@ async fn python_clients_speak_tls_1_3_and_1_2_and_resume_by_default() {
             ],
         )
         .await;
+        assert_eq!(out["cipher"], cipher, "{out}");
         assert_eq!(out["version"], format!("TLSv{version}"), "{out}");
         assert_eq!(out["status"], 200, "{out}");
         assert_eq!(out["body"], "Hello, World!", "{out}");

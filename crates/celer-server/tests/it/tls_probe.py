@@ -46,6 +46,7 @@ def once(session=None):
     facts = {
         "version": s.version(),
         "alpn": s.selected_alpn_protocol(),
+        "cipher": s.cipher()[0],
         "sha256": hashlib.sha256(s.getpeercert(binary_form=True)).hexdigest().upper(),
         "reused": s.session_reused,
     }
