@@ -204,7 +204,8 @@ impl TlsBuilder {
 /// SHA-384 one, and its records are cheaper too (`bench/tls-provider`).
 fn provider() -> CryptoProvider {
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
-    // A stable sort keeps TLS 1.3 before 1.2 and ECDSA before RSA.
+    // A stable sort keeps the provider's order within a rank (TLS 1.3
+    // before 1.2, ECDSA before RSA).
     provider
         .cipher_suites
         .sort_by_key(|suite| bulk_rank(suite.suite()));
