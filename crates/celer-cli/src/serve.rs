@@ -40,7 +40,8 @@ established connections keep theirs, and a file that fails to load keeps the \
 certificates in use (the error is logged).
 
 TLS: TLS 1.3 and 1.2 only, AEAD cipher suites with forward secrecy \
-(AES-128-GCM preferred, then AES-256-GCM, then ChaCha20-Poly1305), ALPN \
+(AES-128-GCM preferred, then AES-256-GCM, then ChaCha20-Poly1305; clients \
+listing ChaCha20-Poly1305 first get it), ALPN \
 http/1.1, session resumption (tickets and a session cache) on by default.
 
 Examples:

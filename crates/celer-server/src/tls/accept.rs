@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::sync::OwnedSemaphorePermit;
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::LazyConfigAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::http1::{self, Http1Config};
@@ -31,9 +31,14 @@ pub(crate) async fn serve_connection<I, S>(
     I: Transport,
     S: HttpService,
 {
-    let acceptor = TlsAcceptor::from(tls.server_config());
     let timeout = config.limits.tls_handshake_timeout;
-    let handshake = tokio::time::timeout(timeout, acceptor.accept(io));
+    // The configuration is chosen once the ClientHello is read (its suite
+    // order decides; `TlsConfig::server_config_for`).
+    let handshake = tokio::time::timeout(timeout, async {
+        let start = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await?;
+        let server = tls.server_config_for(&start.client_hello());
+        start.into_stream(server).await
+    });
     let stream = tokio::select! {
         biased;
         () = shutdown.started() => return,

@@ -172,8 +172,6 @@ impl TlsBuilder {
             .with_no_client_auth()
             .with_cert_resolver(resolver.clone());
         config.alpn_protocols = self.alpn;
-        // The server's suite order wins (most clients list AES-256 first).
-        config.ignore_client_order = true;
         if self.resumption {
             config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
                 .map_err(|err| Error::new_tls_config(format!("session tickets: {err}")))?;
@@ -186,9 +184,15 @@ impl TlsBuilder {
             config.session_storage = Arc::new(NoServerSessionStorage {});
             config.send_tls13_tickets = 0;
         }
+        // The server's suite order wins (most clients list AES-256 first),
+        // except for clients that list ChaCha20 first: they likely lack AES
+        // hardware, and get the twin configuration that follows their order.
+        let mut server = config.clone();
+        server.ignore_client_order = true;
         Ok(TlsConfig {
             inner: Arc::new(Inner {
-                server: Arc::new(config),
+                server: Arc::new(server),
+                server_client_order: Arc::new(config),
                 resolver,
                 sources: self.sources,
                 provider,
@@ -212,6 +216,9 @@ fn provider() -> CryptoProvider {
     provider
 }
 
+/// The rank of ChaCha20-Poly1305, rustls's only AEAD besides AES-GCM.
+const CHACHA_RANK: u8 = 2;
+
 /// Server preference by bulk cipher: AES-128-GCM, AES-256-GCM, the rest.
 fn bulk_rank(suite: rustls::CipherSuite) -> u8 {
     use rustls::CipherSuite as S;
@@ -222,7 +229,7 @@ fn bulk_rank(suite: rustls::CipherSuite) -> u8 {
         S::TLS13_AES_256_GCM_SHA384
         | S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
         | S::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => 1,
-        _ => 2,
+        _ => CHACHA_RANK,
     }
 }
 
@@ -235,8 +242,10 @@ pub struct TlsConfig {
 }
 
 struct Inner {
-    /// Built once; its resolver is `resolver`.
+    /// Built once; its resolver is `resolver`. The server's suite order.
     server: Arc<ServerConfig>,
+    /// The same, following the client's suite order.
+    server_client_order: Arc<ServerConfig>,
     /// The certificates in use, swapped by a reload.
     resolver: Arc<Resolver>,
     /// Where the certificates come from, read again by a reload.
@@ -291,9 +300,22 @@ impl TlsConfig {
         &self.inner.server.alpn_protocols
     }
 
-    /// The rustls configuration handshakes use.
-    pub(crate) fn server_config(&self) -> Arc<ServerConfig> {
-        self.inner.server.clone()
+    /// The rustls configuration for a handshake that starts with `hello`:
+    /// the server's suite order, unless the first suite the client offers
+    /// that the server has is ChaCha20-Poly1305 (a client without AES
+    /// hardware says so this way); then the client's order.
+    pub(crate) fn server_config_for(&self, hello: &ClientHello<'_>) -> Arc<ServerConfig> {
+        let ours = &self.inner.provider.cipher_suites;
+        let first_shared = hello
+            .cipher_suites()
+            .iter()
+            .find(|offered| ours.iter().any(|suite| suite.suite() == **offered));
+        match first_shared {
+            Some(suite) if bulk_rank(*suite) == CHACHA_RANK => {
+                self.inner.server_client_order.clone()
+            }
+            _ => self.inner.server.clone(),
+        }
     }
 }
 

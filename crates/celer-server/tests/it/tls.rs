@@ -273,6 +273,65 @@ async fn python_clients_speak_tls_1_3_and_1_2_and_resume_by_default() {
 }
 
 #[tokio::test]
+async fn clients_listing_chacha20_first_get_it_others_get_the_server_order() {
+    let pki = Pki::new();
+    let pair = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    let tls = config(&[&pair]);
+    let srv = start(&tls, Options::default()).await;
+    let ca = pki.ca.to_str().unwrap();
+    for (offer, chosen) in [
+        (
+            "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256",
+            "ECDHE-ECDSA-CHACHA20-POLY1305",
+        ),
+        (
+            "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256",
+            "ECDHE-ECDSA-AES128-GCM-SHA256",
+        ),
+    ] {
+        let out = probe(
+            srv.addr,
+            &[
+                "--sni",
+                "localhost",
+                "--cafile",
+                ca,
+                "--tls",
+                "1.2",
+                "--ciphers",
+                offer,
+            ],
+        )
+        .await;
+        assert_eq!(out["cipher"], chosen, "{offer}: {out}");
+    }
+    let url = format!("https://localhost:{}/hello", srv.addr.port());
+    for (offer, chosen) in [
+        (
+            "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256",
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ),
+        (
+            "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256",
+            "TLS_AES_128_GCM_SHA256",
+        ),
+    ] {
+        let (ok, text) = curl(
+            srv.addr,
+            "localhost",
+            &pki.ca,
+            &["-v", "--tlsv1.3", "--tls13-ciphers", offer, &url],
+        )
+        .await;
+        assert!(ok, "{text}");
+        assert!(
+            text.contains(&format!("TLSv1.3 / {chosen}")),
+            "{offer}: {text}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn resumption_can_be_turned_off() {
     let pki = Pki::new();
     let (cert, key) = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);

@@ -1,7 +1,7 @@
 """TLS probe for the engine's tests (Python 3 standard library only).
 
     tls_probe.py HOST PORT [--sni NAME] [--cafile F] [--tls 1.2|1.3]
-                 [--alpn P1,P2] [--path /hello] [--resume]
+                 [--alpn P1,P2] [--ciphers TLS1.2-LIST] [--path /hello] [--resume]
 
 Connects, completes the handshake, sends one GET and prints one JSON line:
 version, alpn, the SHA-256 of the server's certificate, status, body,
@@ -22,6 +22,7 @@ p.add_argument("--sni")
 p.add_argument("--cafile")
 p.add_argument("--tls")
 p.add_argument("--alpn")
+p.add_argument("--ciphers")
 p.add_argument("--path", default="/hello")
 p.add_argument("--resume", action="store_true")
 a = p.parse_args()
@@ -38,6 +39,8 @@ elif a.tls == "1.3":
     ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
 if a.alpn:
     ctx.set_alpn_protocols(a.alpn.split(","))
+if a.ciphers:
+    ctx.set_ciphers(a.ciphers)
 
 
 def once(session=None):
