@@ -331,6 +331,55 @@ async fn clients_listing_chacha20_first_get_it_others_get_the_server_order() {
     }
 }
 
+/// TLS 1.2 without tickets, so sessions resume only from the server's
+/// session cache: makes session A, then B, then prints whether B (the
+/// newest) and then A resume.
+const PY_SESSION_IDS: &str = r#"
+import socket, ssl, sys
+port = int(sys.argv[1])
+ctx = ssl._create_unverified_context()
+ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+ctx.options |= ssl.OP_NO_TICKET
+def connect(session=None):
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                        server_hostname="localhost", session=session)
+    s.sendall(b"GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    while s.recv(65536):
+        pass
+    reused, session = s.session_reused, s.session
+    s.close()
+    return reused, session
+_, a = connect()
+_, b = connect()
+print(connect(b)[0], connect(a)[0])
+"#;
+
+#[tokio::test]
+async fn the_session_cache_keeps_the_newest_sessions_up_to_its_size() {
+    let pki = Pki::new();
+    let (cert, key) = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    for (size, expected) in [(2, "True True"), (1, "True False"), (0, "False False")] {
+        let tls = TlsConfig::builder()
+            .cert_files(&cert, &key)
+            .session_cache_size(size)
+            .build()
+            .unwrap();
+        let srv = start(&tls, Options::default()).await;
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", PY_SESSION_IDS, &srv.addr.port().to_string()]);
+        let out = tokio::task::spawn_blocking(move || run_tool(&mut cmd))
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(text.trim(), expected, "cache of {size}");
+    }
+}
+
 #[tokio::test]
 async fn resumption_can_be_turned_off() {
     let pki = Pki::new();
