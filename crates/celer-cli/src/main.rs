@@ -6,6 +6,7 @@
 //! does for its own errors) or 1 otherwise.
 
 mod serve;
+mod tls;
 mod units;
 
 use std::fmt;
@@ -35,7 +36,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve a directory, or the embedded welcome site, over HTTP/1.1.
+    /// Serve a directory, or the embedded welcome site, over HTTP/1.1 or
+    /// HTTPS.
     Serve(serve::ServeArgs),
     /// Load a server and report throughput and latency percentiles.
     Bench(celer_bench::BenchArgs),

@@ -15,14 +15,18 @@ use celer::files::{CacheControl, Files, Hidden, Symlinks};
 use celer_apps::{StaticSite, Welcome};
 use celer_server::limits::{self, Limits};
 use celer_server::listen::{BACKLOG, BindOptions};
-use celer_server::{Listen, Server, Threading};
+use celer_server::{Listen, Server, Threading, TlsConfig};
 use http::HeaderValue;
 
 use crate::Usage;
+use crate::tls::{self, TlsArgs};
 use crate::units::{Secs, Size};
 
 /// Listen address used when no `--listen` is given.
 const DEFAULT_LISTEN: &str = "tcp://127.0.0.1:8080";
+
+/// Listen address used when no `--listen` is given and TLS is on.
+const DEFAULT_LISTEN_TLS: &str = "tcp://127.0.0.1:8443";
 
 /// Arguments of `celer serve`.
 #[derive(Debug, clap::Args)]
@@ -31,13 +35,24 @@ Sizes take a binary unit: 4096, 64k, 16MiB. Durations are seconds or take a \
 unit: 30, 0.5, 500ms, 2m.
 
 SIGTERM or SIGINT stops accepting, lets requests in flight finish (up to \
---shutdown-timeout), closes idle connections and exits 0.
+--shutdown-timeout), closes idle connections and exits 0. SIGHUP reloads the \
+--tls-cert and --tls-key files: new handshakes use the new certificates, \
+established connections keep theirs, and a file that fails to load keeps the \
+certificates in use (the error is logged).
+
+TLS: TLS 1.3 and 1.2 only, AEAD cipher suites with forward secrecy \
+(AES-128-GCM preferred, then AES-256-GCM, then ChaCha20-Poly1305; clients \
+listing ChaCha20-Poly1305 first get it), ALPN \
+http/1.1, session resumption (tickets and a session cache) on by default.
 
 Examples:
   celer serve
   celer serve --root ./public --listen tcp://0.0.0.0:8080 --listen tcp://[::]:8080
   celer serve --root ./dist --cache-max-age 10m --cache-immutable --listing
-  celer serve --root /srv/www --listen unix:/run/celer.sock --unix-mode 660")]
+  celer serve --root /srv/www --listen unix:/run/celer.sock --unix-mode 660
+  celer serve --self-signed
+  celer serve --root /srv/www --listen tcp://0.0.0.0:443 --tls-cert site.crt --tls-key site.key \
+    --redirect-http tcp://0.0.0.0:80 --hsts 31536000")]
 pub(crate) struct ServeArgs {
     /// Directory to serve. Without it, the embedded welcome site is served.
     #[arg(long, value_name = "DIR")]
@@ -84,8 +99,9 @@ pub(crate) struct ServeArgs {
     no_precompressed: bool,
 
     /// Where to listen: tcp://HOST:PORT (IPv6 in brackets), unix:PATH, fd:N,
-    /// systemd or systemd:NAME. Repeat to listen on several.
-    #[arg(long = "listen", value_name = "URL", default_value = DEFAULT_LISTEN)]
+    /// systemd or systemd:NAME. Repeat to listen on several [default:
+    /// tcp://127.0.0.1:8080, or tcp://127.0.0.1:8443 with TLS].
+    #[arg(long = "listen", value_name = "URL")]
     listen: Vec<Listen>,
 
     /// Worker threads [default: the number of CPUs].
@@ -170,6 +186,9 @@ pub(crate) struct ServeArgs {
     /// [default: from the umask].
     #[arg(long, value_name = "OCTAL", value_parser = octal_mode)]
     unix_mode: Option<u32>,
+
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 /// `--threading` values.
@@ -241,18 +260,24 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             tracing::warn!(target: "celer::serve", error = %err, "cannot raise the open file limit")
         }
     }
-    let bound = builder(args)
+    let tls = args.tls.config()?;
+    let bound = builder(args, tls.clone())
         .bind()
         .map_err(|err| Usage(format!("cannot listen on {err}")))?;
     let serving = match &site {
         Some(site) => format!("serving {}", site.root().display()),
         None => "serving the embedded welcome site".to_owned(),
     };
-    let ready = format!(
-        "celer: listening on {} ({serving})",
-        bound.local_specs().join(", ")
+    let mut ready = format!(
+        "celer: listening on {} ({}{serving})",
+        bound.local_specs().join(", "),
+        if tls.is_some() { "HTTPS, " } else { "" }
     );
-    let signal = shutdown_signal(ready);
+    let redirects = bound.redirect_specs();
+    if !redirects.is_empty() {
+        ready.push_str(&format!("; redirecting {} to HTTPS", redirects.join(", ")));
+    }
+    let signal = shutdown_signal(ready, tls);
     match site {
         Some(site) => bound.run(site, signal),
         None => bound.run(Welcome::new(), signal),
@@ -263,7 +288,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The engine configured from the command line.
-fn builder(args: &ServeArgs) -> celer_server::Builder {
+fn builder(args: &ServeArgs, tls: Option<TlsConfig>) -> celer_server::Builder {
     let mut builder = Server::builder()
         .limits(limits_of(args))
         .server_header((!args.no_server_header).then(|| args.server_header.clone()))
@@ -279,14 +304,34 @@ fn builder(args: &ServeArgs) -> celer_server::Builder {
     if let Some(n) = args.workers {
         builder = builder.workers(n.into());
     }
-    for listen in &args.listen {
-        builder = builder.listen(listen.clone());
+    let default_listen = if tls.is_some() {
+        DEFAULT_LISTEN_TLS
+    } else {
+        DEFAULT_LISTEN
+    };
+    let default_listen = [Listen::parse(default_listen).expect("a valid default")];
+    let listens = if args.listen.is_empty() {
+        &default_listen[..]
+    } else {
+        &args.listen[..]
+    };
+    for listen in listens {
+        builder = match tls {
+            Some(_) => builder.listen_tls(listen.clone()),
+            None => builder.listen(listen.clone()),
+        };
+    }
+    for listen in args.tls.redirect_http() {
+        builder = builder.redirect_http(listen.clone());
+    }
+    if let Some(tls) = tls {
+        builder = builder.tls(tls).hsts(args.tls.hsts());
     }
     builder
 }
 
 fn limits_of(args: &ServeArgs) -> Limits {
-    Limits {
+    let mut limits = Limits {
         max_head_bytes: usize::try_from(args.max_head.0).unwrap_or(usize::MAX),
         max_body_bytes: (args.max_body.0 != 0).then_some(args.max_body.0),
         max_uri_bytes: usize::try_from(args.max_uri.0).unwrap_or(usize::MAX),
@@ -301,27 +346,42 @@ fn limits_of(args: &ServeArgs) -> Limits {
         write_timeout: args.write_timeout.0,
         shutdown_timeout: args.shutdown_timeout.0,
         ..Limits::default()
-    }
+    };
+    args.tls.apply_limits(&mut limits);
+    limits
 }
 
-/// Resolves on the first SIGTERM or SIGINT. The handlers are installed on
-/// the first poll, before the start-up line is printed, so a signal sent by
-/// whoever reads that line is always caught.
-async fn shutdown_signal(ready: String) {
+/// Resolves on the first SIGTERM or SIGINT; reloads the TLS certificates on
+/// each SIGHUP. The handlers are installed on the first poll, before the
+/// start-up line is printed, so a signal sent by whoever reads that line is
+/// always caught.
+async fn shutdown_signal(ready: String, tls: Option<TlsConfig>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let handlers =
-        signal(SignalKind::terminate()).and_then(|t| Ok((t, signal(SignalKind::interrupt())?)));
+    let handlers = signal(SignalKind::terminate()).and_then(|t| {
+        Ok((
+            t,
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::hangup())?,
+        ))
+    });
     eprintln!("{ready}");
-    let (mut term, mut int) = match handlers {
+    let (mut term, mut int, mut hup) = match handlers {
         Ok(handlers) => handlers,
         Err(err) => {
-            tracing::error!(target: "celer::serve", error = %err, "cannot catch SIGTERM and SIGINT");
+            tracing::error!(target: "celer::serve", error = %err, "cannot catch SIGTERM, SIGINT and SIGHUP");
             return std::future::pending().await;
         }
     };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+    let name = loop {
+        tokio::select! {
+            _ = term.recv() => break "SIGTERM",
+            _ = int.recv() => break "SIGINT",
+            _ = hup.recv() => match &tls {
+                // Reading files blocks; this thread serves no connections.
+                Some(tls) => tls::reload(tls),
+                None => tracing::info!(target: "celer::serve", "SIGHUP: no TLS certificates to reload"),
+            },
+        }
     };
     tracing::info!(target: "celer::serve", signal = name, "shutting down gracefully");
 }

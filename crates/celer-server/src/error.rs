@@ -29,6 +29,8 @@ pub(crate) enum Kind {
     InvalidBody,
     /// The client closed the connection before the body ended.
     IncompleteBody,
+    /// A TLS certificate, key or setting could not be used.
+    TlsConfig,
 }
 
 impl Error {
@@ -45,6 +47,10 @@ impl Error {
 
     pub(crate) fn new_io(err: std::io::Error) -> Error {
         Error::new(Kind::Io).with(err)
+    }
+
+    pub(crate) fn new_tls_config(message: String) -> Error {
+        Error::new(Kind::TlsConfig).with(message)
     }
 
     pub(crate) fn kind(&self) -> Kind {
@@ -71,6 +77,12 @@ impl Error {
         self.inner.kind == Kind::InvalidBody
     }
 
+    /// True when a TLS certificate or key file (or another TLS setting)
+    /// could not be used; the message names the file and the problem.
+    pub fn is_tls_config(&self) -> bool {
+        self.inner.kind == Kind::TlsConfig
+    }
+
     /// True when the client went away before the body ended.
     pub fn is_incomplete(&self) -> bool {
         self.inner.kind == Kind::IncompleteBody
@@ -83,6 +95,7 @@ impl Error {
             Kind::BodyTimeout => "request body timed out",
             Kind::InvalidBody => "invalid request body framing",
             Kind::IncompleteBody => "connection closed before the request body ended",
+            Kind::TlsConfig => "invalid TLS configuration",
         }
     }
 }
@@ -123,6 +136,7 @@ impl From<Error> for std::io::Error {
             Kind::IncompleteBody => std::io::ErrorKind::UnexpectedEof,
             Kind::Io => std::io::ErrorKind::Other,
             Kind::BodyTooLarge | Kind::InvalidBody => std::io::ErrorKind::InvalidData,
+            Kind::TlsConfig => std::io::ErrorKind::InvalidInput,
         };
         std::io::Error::new(kind, err)
     }

@@ -13,6 +13,8 @@
 //! - `serve`: the [`Server`] builder, runtimes, accept loops, connection limit
 //! - `shutdown`: the graceful-shutdown signal
 //! - `http1`: the HTTP/1.1 engine
+//! - `tls`: TLS on rustls: certificates, SNI, ALPN, resumption, reload,
+//!   the handshake, the HTTP-to-HTTPS redirect
 //! - `body`: the request body type [`Incoming`]
 //! - `upgrade`: handing a connection over after `101 Switching Protocols`
 //! - `transport`: the byte streams the engine serves
@@ -46,6 +48,7 @@ mod serve;
 mod shutdown;
 mod sys;
 pub use sys::raise_fd_limit;
+pub mod tls;
 mod transport;
 pub mod upgrade;
 
@@ -56,4 +59,5 @@ pub use limits::Limits;
 pub use listen::{Listen, Listener};
 pub use serve::{Bound, Builder, ConnInfo, HttpService, Server, Threading};
 pub use shutdown::Shutdown;
+pub use tls::{TlsBuilder, TlsConfig};
 pub use transport::Transport;

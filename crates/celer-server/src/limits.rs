@@ -49,6 +49,23 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// finish after a graceful shutdown starts.
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default for [`Limits::tls_handshake_timeout`]: 10 s from accepting a TLS
+/// connection to the end of its handshake (a client that opens a connection
+/// and never finishes the handshake is dropped then).
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default for [`Limits::max_tls_handshakes`]: 1,024 TLS handshakes in
+/// progress at once per server. A full handshake costs the server a
+/// signature (hundreds of microseconds); past the cap, accepting on TLS
+/// listeners pauses and new clients wait in the listen backlog, so a flood
+/// of half-open handshakes cannot take every connection slot or all CPU.
+pub const MAX_TLS_HANDSHAKES: usize = 1024;
+
+/// Default for the TLS session cache (`TlsBuilder::session_cache_size`):
+/// 4,096 sessions kept for session-ID resumption (about 1 MiB). Sessions
+/// resumed by ticket cost the server no memory.
+pub const TLS_SESSION_CACHE: usize = 4096;
+
 /// The limits the engine enforces on every connection.
 ///
 /// Build one with [`Limits::default`] and change the fields you need; every
@@ -99,6 +116,14 @@ pub struct Limits {
     /// Time in-flight requests get to finish once graceful shutdown starts.
     /// Default is [`SHUTDOWN_TIMEOUT`].
     pub shutdown_timeout: Duration,
+    /// Time allowed from accepting a TLS connection to the end of its
+    /// handshake; past it the connection is closed. Default is
+    /// [`TLS_HANDSHAKE_TIMEOUT`].
+    pub tls_handshake_timeout: Duration,
+    /// Most TLS handshakes in progress at once on one server; at the cap,
+    /// accepting on TLS listeners pauses until one finishes. Default is
+    /// [`MAX_TLS_HANDSHAKES`].
+    pub max_tls_handshakes: usize,
 }
 
 impl Default for Limits {
@@ -117,6 +142,8 @@ impl Default for Limits {
             keep_alive_timeout: KEEP_ALIVE_TIMEOUT,
             write_timeout: WRITE_TIMEOUT,
             shutdown_timeout: SHUTDOWN_TIMEOUT,
+            tls_handshake_timeout: TLS_HANDSHAKE_TIMEOUT,
+            max_tls_handshakes: MAX_TLS_HANDSHAKES,
         }
     }
 }

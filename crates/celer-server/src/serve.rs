@@ -3,6 +3,12 @@
 //!
 //! Accepting stops while the server is at its connection limit, so excess
 //! clients wait in the kernel's backlog instead of exhausting descriptors.
+//!
+//! Each listener has a role: plain HTTP ([`Builder::listen`]), TLS
+//! ([`Builder::listen_tls`], with the certificates of [`Builder::tls`]), or
+//! a plain-HTTP redirect to the first TLS listener
+//! ([`Builder::redirect_http`]). A TLS listener also stops accepting while
+//! `Limits::max_tls_handshakes` handshakes are in progress.
 
 use std::future::Future;
 use std::io;
@@ -26,6 +32,7 @@ use crate::http1::{Http1Config, serve_connection};
 use crate::limits::Limits;
 use crate::listen::{BindOptions, Listen, Listener, options_paths};
 use crate::shutdown::Shutdown;
+use crate::tls::{self, TlsConfig};
 use crate::transport::Transport;
 
 /// How connections are spread over threads.
@@ -87,12 +94,25 @@ impl Server {
     }
 }
 
+/// What a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// HTTP in the clear.
+    Plain,
+    /// HTTP over TLS.
+    Tls,
+    /// A 308 redirect to the first TLS listener, in the clear.
+    Redirect,
+}
+
 /// Configures and binds a server.
 #[derive(Debug, Clone)]
 pub struct Builder {
-    listens: Vec<Listen>,
+    listens: Vec<(Role, Listen)>,
     limits: Limits,
     server_header: Option<HeaderValue>,
+    tls: Option<TlsConfig>,
+    hsts: Option<Duration>,
     workers: usize,
     threading: Threading,
     bind: BindOptions,
@@ -104,6 +124,8 @@ impl Default for Builder {
             listens: Vec::new(),
             limits: Limits::default(),
             server_header: Some(HeaderValue::from_static("celer")),
+            tls: None,
+            hsts: None,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             threading: Threading::PerCore,
             bind: BindOptions::default(),
@@ -112,9 +134,42 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Adds a listener. Default is none; binding with none is an error.
+    /// Adds a plain-HTTP listener. Default is none; binding with no
+    /// listener is an error.
     pub fn listen(mut self, listen: Listen) -> Self {
-        self.listens.push(listen);
+        self.listens.push((Role::Plain, listen));
+        self
+    }
+
+    /// Adds a TLS listener, served with the certificates of
+    /// [`Builder::tls`] (binding fails without them).
+    pub fn listen_tls(mut self, listen: Listen) -> Self {
+        self.listens.push((Role::Tls, listen));
+        self
+    }
+
+    /// Adds a plain-HTTP listener that answers every request with
+    /// `308 Permanent Redirect` to `https://` on the same host and target,
+    /// at the port of the first TCP TLS listener (binding fails without
+    /// one). Default is none.
+    pub fn redirect_http(mut self, listen: Listen) -> Self {
+        self.listens.push((Role::Redirect, listen));
+        self
+    }
+
+    /// Sets the TLS configuration used by [`Builder::listen_tls`]
+    /// listeners. Default is none.
+    pub fn tls(mut self, config: TlsConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Adds `Strict-Transport-Security: max-age=SECS` to every response on
+    /// a TLS listener (not on plain ones, where browsers ignore it,
+    /// RFC 6797 §8.1), unless the service set the field itself. Default is
+    /// none.
+    pub fn hsts(mut self, max_age: Option<Duration>) -> Self {
+        self.hsts = max_age;
         self
     }
 
@@ -157,26 +212,61 @@ impl Builder {
                 "no listen address given",
             ));
         }
+        let has = |role| self.listens.iter().any(|(r, _)| *r == role);
+        if has(Role::Tls) && self.tls.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a TLS listener needs a certificate",
+            ));
+        }
+        if has(Role::Redirect) && !has(Role::Tls) {
+            return Err(no_redirect_target());
+        }
         let copies = match self.threading {
             Threading::PerCore => self.workers,
             Threading::WorkStealing => 1,
         };
         let mut sets = Vec::new();
-        for listen in &self.listens {
-            sets.extend(listen.bind(&self.bind, copies)?);
+        for (role, listen) in &self.listens {
+            sets.extend(
+                listen
+                    .bind(&self.bind, copies)?
+                    .into_iter()
+                    .map(|set| (*role, set)),
+            );
         }
-        let mut per_worker: Vec<Vec<Listener>> = (0..copies).map(|_| Vec::new()).collect();
-        for set in sets {
+        let https_port = sets
+            .iter()
+            .filter(|(role, _)| *role == Role::Tls)
+            .find_map(|(_, set)| set.first()?.tcp_addr())
+            .map(|addr| addr.port());
+        if has(Role::Redirect) && https_port.is_none() {
+            return Err(no_redirect_target());
+        }
+        let mut per_worker: Vec<Vec<(Role, Listener)>> = (0..copies).map(|_| Vec::new()).collect();
+        for (role, set) in sets {
             for (worker, l) in set.into_iter().enumerate() {
-                per_worker[worker].push(l);
+                per_worker[worker].push((role, l));
             }
         }
+        let hsts = self.hsts.map(|age| {
+            HeaderValue::from_str(&format!("max-age={}", age.as_secs()))
+                .expect("digits are a valid header value")
+        });
         let config = Http1Config {
             limits: self.limits,
             server_header: self.server_header,
+            hsts: None,
+        };
+        let tls_config = Http1Config {
+            hsts,
+            ..config.clone()
         };
         Ok(Bound {
             config: Arc::new(config),
+            tls_config: Arc::new(tls_config),
+            tls: self.tls,
+            https_port: https_port.unwrap_or(443),
             per_worker,
             workers: self.workers,
             threading: self.threading,
@@ -184,27 +274,63 @@ impl Builder {
     }
 }
 
+fn no_redirect_target() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "an HTTP-to-HTTPS redirect needs a TCP TLS listener to point to",
+    )
+}
+
 /// A server with its listeners bound, ready to run a service.
 #[derive(Debug)]
 pub struct Bound {
+    /// Settings of plain-HTTP connections.
     config: Arc<Http1Config>,
-    per_worker: Vec<Vec<Listener>>,
+    /// Settings of HTTP over TLS (adds HSTS when configured).
+    tls_config: Arc<Http1Config>,
+    tls: Option<TlsConfig>,
+    /// Where redirect listeners send clients.
+    https_port: u16,
+    per_worker: Vec<Vec<(Role, Listener)>>,
     workers: usize,
     threading: Threading,
 }
 
 impl Bound {
-    /// The bound addresses as `--listen` specs, real ports filled in.
-    pub fn local_specs(&self) -> Vec<String> {
+    fn listeners(&self, roles: &[Role]) -> impl Iterator<Item = &Listener> {
         self.per_worker
             .first()
-            .map(|ls| ls.iter().map(Listener::local_spec).collect())
-            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .filter(|(role, _)| roles.contains(role))
+            .map(|(_, l)| l)
     }
 
-    /// The first TCP address, if any (handy in tests).
+    /// The addresses serving the service (plain and TLS) as `--listen`
+    /// specs, real ports filled in.
+    pub fn local_specs(&self) -> Vec<String> {
+        self.listeners(&[Role::Plain, Role::Tls])
+            .map(Listener::local_spec)
+            .collect()
+    }
+
+    /// The addresses of the HTTP-to-HTTPS redirect listeners, as specs.
+    pub fn redirect_specs(&self) -> Vec<String> {
+        self.listeners(&[Role::Redirect])
+            .map(Listener::local_spec)
+            .collect()
+    }
+
+    /// The first TCP address serving the service, if any (handy in tests).
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
-        self.per_worker.first()?.iter().find_map(Listener::tcp_addr)
+        self.listeners(&[Role::Plain, Role::Tls])
+            .find_map(Listener::tcp_addr)
+    }
+
+    /// The first TCP address of a redirect listener, if any.
+    pub fn redirect_addr(&self) -> Option<SocketAddr> {
+        self.listeners(&[Role::Redirect])
+            .find_map(Listener::tcp_addr)
     }
 
     /// Runs `service` on runtimes of its own until `signal` resolves, then
@@ -232,11 +358,11 @@ impl Bound {
     {
         let make = Arc::new(make);
         let shutdown = Shutdown::new();
-        let state = Arc::new(State::new(&self.config));
+        let state = Arc::new(State::new(&self));
         let unix_paths: Vec<PathBuf> = self
             .per_worker
             .first()
-            .map(|l| options_paths(l))
+            .map(|l| options_paths(l.iter().map(|(_, l)| l)))
             .unwrap_or_default();
         let result = match self.threading {
             Threading::WorkStealing => {
@@ -246,8 +372,8 @@ impl Bound {
                     .build()?;
                 let listeners = self.per_worker.into_iter().flatten().collect::<Vec<_>>();
                 rt.block_on(async {
-                    for l in listeners {
-                        start_accept(l, make.clone(), state.clone(), shutdown.clone())?;
+                    for (role, l) in listeners {
+                        start_accept(role, l, make.clone(), state.clone(), shutdown.clone())?;
                     }
                     signal.await;
                     shutdown.trigger();
@@ -305,14 +431,14 @@ impl Bound {
         S: HttpService,
     {
         let make = Arc::new(make);
-        let state = Arc::new(State::new(&self.config));
+        let state = Arc::new(State::new(&self));
         let unix_paths: Vec<PathBuf> = self
             .per_worker
             .first()
-            .map(|l| options_paths(l))
+            .map(|l| options_paths(l.iter().map(|(_, l)| l)))
             .unwrap_or_default();
-        for l in self.per_worker.into_iter().flatten() {
-            start_accept(l, make.clone(), state.clone(), shutdown.clone())?;
+        for (role, l) in self.per_worker.into_iter().flatten() {
+            start_accept(role, l, make.clone(), state.clone(), shutdown.clone())?;
         }
         shutdown.started().await;
         state.drained().await;
@@ -326,20 +452,29 @@ impl Bound {
 /// What every accept loop and connection of one server shares.
 struct State {
     config: Arc<Http1Config>,
+    tls_config: Arc<Http1Config>,
+    tls: Option<TlsConfig>,
+    https_port: u16,
+    /// One permit per open connection.
     permits: Arc<Semaphore>,
     max: u32,
+    /// One permit per TLS handshake in progress.
+    handshakes: Arc<Semaphore>,
 }
 
 impl State {
-    fn new(config: &Arc<Http1Config>) -> State {
-        let max = config
-            .limits
-            .max_connections
-            .clamp(1, Semaphore::MAX_PERMITS) as u32;
+    fn new(bound: &Bound) -> State {
+        let limits = &bound.config.limits;
+        let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS) as u32;
+        let handshakes = limits.max_tls_handshakes.clamp(1, Semaphore::MAX_PERMITS);
         State {
-            config: config.clone(),
+            config: bound.config.clone(),
+            tls_config: bound.tls_config.clone(),
+            tls: bound.tls.clone(),
+            https_port: bound.https_port,
             permits: Arc::new(Semaphore::new(max as usize)),
             max,
+            handshakes: Arc::new(Semaphore::new(handshakes)),
         }
     }
 
@@ -356,7 +491,7 @@ impl State {
 }
 
 fn worker<F, S>(
-    listeners: Vec<Listener>,
+    listeners: Vec<(Role, Listener)>,
     make: &Arc<F>,
     state: &Arc<State>,
     shutdown: &Shutdown,
@@ -369,8 +504,8 @@ where
         .enable_all()
         .build()?;
     rt.block_on(async {
-        for l in listeners {
-            start_accept(l, make.clone(), state.clone(), shutdown.clone())?;
+        for (role, l) in listeners {
+            start_accept(role, l, make.clone(), state.clone(), shutdown.clone())?;
         }
         shutdown.started().await;
         state.drained().await;
@@ -379,6 +514,7 @@ where
 }
 
 fn start_accept<F, S>(
+    role: Role,
     listener: Listener,
     make: Arc<F>,
     state: Arc<State>,
@@ -388,15 +524,42 @@ where
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
     S: HttpService,
 {
+    if role == Role::Redirect {
+        let redirect = tls::Redirect {
+            https_port: state.https_port,
+        };
+        let make = Arc::new(move |_: &ConnInfo| redirect);
+        return spawn_accept(listener, make, state, shutdown, false);
+    }
+    spawn_accept(listener, make, state, shutdown, role == Role::Tls)
+}
+
+fn spawn_accept<F, S>(
+    listener: Listener,
+    make: Arc<F>,
+    state: Arc<State>,
+    shutdown: Shutdown,
+    tls: bool,
+) -> io::Result<()>
+where
+    F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
+    S: HttpService,
+{
     match listener {
         Listener::Tcp(l) => {
             let local = l.local_addr().ok();
             let l = tokio::net::TcpListener::from_std(l)?;
-            tokio::spawn(accept_loop(TcpAcceptor(l, local), make, state, shutdown));
+            tokio::spawn(accept_loop(
+                TcpAcceptor(l, local),
+                make,
+                state,
+                shutdown,
+                tls,
+            ));
         }
         Listener::Unix(l, _) => {
             let l = tokio::net::UnixListener::from_std(l)?;
-            tokio::spawn(accept_loop(l, make, state, shutdown));
+            tokio::spawn(accept_loop(l, make, state, shutdown, tls));
         }
     }
     Ok(())
@@ -460,8 +623,13 @@ impl<F: Future> Future for Holding<F> {
     }
 }
 
-async fn accept_loop<A, F, S>(acceptor: A, make: Arc<F>, state: Arc<State>, shutdown: Shutdown)
-where
+async fn accept_loop<A, F, S>(
+    acceptor: A,
+    make: Arc<F>,
+    state: Arc<State>,
+    shutdown: Shutdown,
+    tls: bool,
+) where
     A: Accept,
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
     S: HttpService,
@@ -480,12 +648,41 @@ where
             () = shutdown.started() => return,
             res = acceptor.accept() => res,
         };
+        // At the handshake cap a TLS listener stops accepting, as at the
+        // connection limit: further clients wait in the backlog, holding
+        // nothing. The slot is taken after `accept` so that an idle listener
+        // never holds one while another listener's clients wait.
+        let handshake = if tls && accepted.is_ok() {
+            tokio::select! {
+                biased;
+                () = shutdown.started() => return,
+                permit = state.handshakes.clone().acquire_owned() => match permit {
+                    Ok(p) => Some(p),
+                    Err(_) => return,
+                },
+            }
+        } else {
+            None
+        };
         match accepted {
             Ok((io, info)) => {
                 let service = make(&info);
-                let config = state.config.clone();
-                let conn = serve_connection(io, service, config, shutdown.clone());
-                tokio::spawn(Holding { fut: conn, _permit: permit });
+                let shutdown = shutdown.clone();
+                match (handshake, &state.tls) {
+                    (Some(handshake), Some(tls)) => {
+                        let (tls, config) = (tls.clone(), state.tls_config.clone());
+                        tokio::spawn(async move {
+                            tls::serve_connection(io, &tls, handshake, service, config, shutdown)
+                                .await;
+                            drop(permit);
+                        });
+                    }
+                    _ => {
+                        let config = state.config.clone();
+                        let conn = serve_connection(io, service, config, shutdown);
+                        tokio::spawn(Holding { fut: conn, _permit: permit });
+                    }
+                }
             }
             Err(err) => {
                 drop(permit);

@@ -1,4 +1,4 @@
-//! [`Transport`]: the byte streams the engine serves (TCP, UNIX, later TLS).
+//! [`Transport`]: the byte streams the engine serves (TCP, UNIX, TLS in `tls/`).
 
 use std::fs::File;
 use std::io;

@@ -6,7 +6,11 @@
 //!
 //! ```text
 //! example-hello-engine --listen tcp://127.0.0.1:8080 [--workers N] [--threading per-core|work-stealing]
+//!     [--tls-cert FILE --tls-key FILE [--no-tls-resumption]]
 //! ```
+//!
+//! With `--tls-cert` and `--tls-key` every listener serves HTTPS
+//! (`bench/compare-tls`).
 
 use std::convert::Infallible;
 
@@ -17,7 +21,7 @@ use std::future::{Ready, ready};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use celer_server::{Incoming, Listen, Server, Threading};
+use celer_server::{Incoming, Listen, Server, Threading, TlsConfig};
 use clap::Parser;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
@@ -35,6 +39,15 @@ struct Args {
     /// Threading model: per-core or work-stealing.
     #[arg(long, default_value = "per-core", value_parser = ["per-core", "work-stealing"])]
     threading: String,
+    /// PEM certificate chain: serve HTTPS on every listener.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// Turn TLS session resumption off (every connection a full handshake).
+    #[arg(long)]
+    no_tls_resumption: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -94,8 +107,28 @@ fn main() {
     if let Some(n) = args.workers {
         builder = builder.workers(n);
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => match TlsConfig::builder()
+            .cert_files(cert, key)
+            .resumption(!args.no_tls_resumption)
+            .build()
+        {
+            Ok(tls) => Some(tls),
+            Err(err) => {
+                eprintln!("example-hello-engine: {err}");
+                std::process::exit(2);
+            }
+        },
+        _ => None,
+    };
     for l in args.listen {
-        builder = builder.listen(l);
+        builder = match tls {
+            Some(_) => builder.listen_tls(l),
+            None => builder.listen(l),
+        };
+    }
+    if let Some(tls) = tls {
+        builder = builder.tls(tls);
     }
     let _ = celer_server::raise_fd_limit();
     let bound = match builder.bind() {

@@ -43,6 +43,15 @@ fn help_documents_every_flag() {
         "--backlog",
         "--unix-mode",
         "--log-level",
+        "--tls-cert",
+        "--tls-key",
+        "--self-signed",
+        "--redirect-http",
+        "--hsts",
+        "--tls-handshake-timeout",
+        "--max-tls-handshakes",
+        "--no-tls-resumption",
+        "SIGHUP",
     ];
     for flag in flags {
         assert!(help.contains(flag), "serve --help lacks {flag}");

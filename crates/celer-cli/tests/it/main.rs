@@ -1,5 +1,5 @@
 //! End-to-end tests of the `celer` binary, driven by real clients (curl and
-//! Python's `http.client`) over loopback and UNIX sockets.
+//! Python's `http.client`) over loopback and UNIX sockets, plain and TLS.
 //!
 //! Every wait is bounded by a deadline; no test asserts on a duration.
 
@@ -10,4 +10,5 @@ mod inherited;
 mod serve_static;
 mod shutdown;
 mod support;
+mod tls;
 mod welcome;

@@ -37,5 +37,9 @@ fn default_listen_address_is_documented() {
     // default is checked where it is stated instead.
     let (code, help) = crate::support::run_celer_stdout(&["serve", "--help"]);
     assert_eq!(code, Some(0));
-    assert!(help.contains("[default: tcp://127.0.0.1:8080]"), "{help}");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains("[default: tcp://127.0.0.1:8080, or tcp://127.0.0.1:8443 with TLS]"),
+        "{help}"
+    );
 }

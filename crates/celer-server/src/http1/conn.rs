@@ -58,6 +58,9 @@ pub struct Http1Config {
     pub limits: Limits,
     /// The `Server` header value, or `None` to send none.
     pub server_header: ServerHeader,
+    /// The `Strict-Transport-Security` value added to every response, or
+    /// `None` (the default) to add none.
+    pub hsts: Option<HeaderValue>,
 }
 
 /// Serves HTTP/1.1 on `io` until the client leaves, an error closes the
@@ -488,6 +491,7 @@ impl<I: Transport> Conn<I> {
             exact,
             facts,
             &self.config.server_header,
+            self.config.hsts.as_ref(),
             &mut self.wbuf,
         );
         (parts.status, body, framed, send_file)
@@ -802,6 +806,7 @@ impl<I: Transport> Conn<I> {
             Some(body.len() as u64 + 1),
             facts,
             &self.config.server_header,
+            self.config.hsts.as_ref(),
             &mut self.wbuf,
         );
         let _ = framed

@@ -54,12 +54,14 @@ pub(crate) fn encode_head(
     exact: Option<u64>,
     req: ReqFacts,
     server: &ServerHeader,
+    hsts: Option<&HeaderValue>,
     dst: &mut WriteBuf,
 ) -> Framed {
     // One pass over the service's fields, comparing names only (standard
     // names compare as enum tags; no hashing).
     let mut keep_alive = req.keep_alive;
     let (mut has_date, mut has_server, mut declared) = (false, false, None);
+    let mut has_hsts = hsts.is_none();
     for (name, value) in headers {
         if name == header::CONTENT_LENGTH {
             declared = parse_length(value.as_bytes());
@@ -67,6 +69,8 @@ pub(crate) fn encode_head(
             has_date = true;
         } else if name == header::SERVER {
             has_server = true;
+        } else if name == header::STRICT_TRANSPORT_SECURITY {
+            has_hsts = true;
         } else if name == header::CONNECTION
             && tokens(value.as_bytes()).any(|t| t.eq_ignore_ascii_case(b"close"))
         {
@@ -93,6 +97,11 @@ pub(crate) fn encode_head(
     if let Some(server) = server.as_ref().filter(|_| !has_server) {
         out.put_slice(b"server: ");
         out.put_slice(server.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+    if let Some(hsts) = hsts.filter(|_| !has_hsts) {
+        out.put_slice(b"strict-transport-security: ");
+        out.put_slice(hsts.as_bytes());
         out.put_slice(b"\r\n");
     }
     let mut wrote_connection = false;

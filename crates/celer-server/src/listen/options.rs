@@ -184,9 +184,9 @@ pub(super) fn systemd(name: Option<&str>, opts: &BindOptions) -> io::Result<Vec<
 }
 
 /// The paths of UNIX sockets the server created, to remove at exit.
-pub(crate) fn owned_paths(listeners: &[Listener]) -> Vec<PathBuf> {
+pub(crate) fn owned_paths<'a>(listeners: impl IntoIterator<Item = &'a Listener>) -> Vec<PathBuf> {
     listeners
-        .iter()
+        .into_iter()
         .filter_map(|l| match l {
             Listener::Unix(_, Some(p)) => Some(p.clone()),
             _ => None,

@@ -7,4 +7,5 @@ mod limits;
 mod server;
 mod shutdown;
 mod support;
+mod tls;
 mod wire;

@@ -63,7 +63,7 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
 }
 
 /// The routes every wire test uses.
-async fn route(mut req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub(crate) async fn route(mut req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_owned();
     let res = match path.as_str() {
         "/hello" => text(StatusCode::OK, "Hello, World!"),

@@ -20,6 +20,7 @@ fn head(
         exact,
         req,
         &None,
+        None,
         &mut buf,
     );
     let text = String::from_utf8(buf.flat().unwrap().to_vec()).unwrap();
