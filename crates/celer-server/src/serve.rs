@@ -12,11 +12,11 @@
 
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -680,7 +680,10 @@ async fn accept_loop<A, F, S>(
                     _ => {
                         let config = state.config.clone();
                         let conn = serve_connection(io, service, config, shutdown);
-                        tokio::spawn(Holding { fut: conn, _permit: permit });
+                        tokio::spawn(Holding {
+                            fut: conn,
+                            _permit: permit,
+                        });
                     }
                 }
             }
