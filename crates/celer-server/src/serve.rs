@@ -679,7 +679,7 @@ async fn accept_loop<A, F, S>(
                     }
                     _ => {
                         let config = state.config.clone();
-                        let conn = serve_connection(io, service, config, shutdown);
+                        let conn = serve_connection(io, service, config, &shutdown);
                         tokio::spawn(Holding {
                             fut: conn,
                             _permit: permit,

@@ -73,8 +73,8 @@ pub fn serve_connection<I, S, B>(
     io: I,
     service: S,
     config: Arc<Http1Config>,
-    shutdown: Shutdown,
-) -> impl Future<Output = ()>
+    shutdown: &Shutdown,
+) -> impl Future<Output = ()> + use<I, S, B>
 where
     I: Transport,
     S: Service<Request<Incoming>, Response = Response<B>>,
@@ -892,7 +892,7 @@ mod tests {
             io,
             service,
             Arc::new(Http1Config::default()),
-            Shutdown::new(),
+            &Shutdown::new(),
         );
         let size = std::mem::size_of_val(&fut);
         // With a TCP stream (32 bytes more than this duplex stream) and the

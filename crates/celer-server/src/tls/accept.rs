@@ -72,7 +72,9 @@ async fn dispatch<I, S>(
     match stream.get_ref().1.alpn_protocol() {
         // HTTP/2 joins here once the engine serves it (RFC 9113 §3.2: ALPN
         // "h2"), together with "h2" in `config::SERVED_ALPN`.
-        None | Some(ALPN_HTTP1) => http1::serve_connection(stream, service, config, shutdown).await,
+        None | Some(ALPN_HTTP1) => {
+            http1::serve_connection(stream, service, config, &shutdown).await
+        }
         Some(other) => {
             // `TlsBuilder::build` admits only served protocols, so rustls
             // cannot agree on another; close rather than guess.
