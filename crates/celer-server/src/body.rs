@@ -15,6 +15,7 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::error::Error;
+use crate::http2::H2Body;
 
 /// A request body as the engine delivers it: an `http_body::Body` of
 /// `Bytes` frames, then trailers if the client sent any.
@@ -25,7 +26,12 @@ pub struct Incoming {
 enum Inner {
     Empty,
     Full(Option<Bytes>),
-    Stream { chan: Arc<Chan>, hint: SizeHint },
+    Stream {
+        chan: Arc<Chan>,
+        hint: SizeHint,
+    },
+    /// An HTTP/2 stream's data, read straight from the `h2` crate.
+    H2(Box<H2Body>),
 }
 
 /// State shared by the connection (sender) and the body (receiver).
@@ -87,6 +93,13 @@ impl Incoming {
         };
         (body, Sender { chan })
     }
+
+    /// The body of an HTTP/2 request.
+    pub(crate) fn h2(body: H2Body) -> Incoming {
+        Incoming {
+            inner: Inner::H2(Box::new(body)),
+        }
+    }
 }
 
 impl Default for Incoming {
@@ -101,6 +114,7 @@ impl fmt::Debug for Incoming {
             Inner::Empty => "empty",
             Inner::Full(_) => "full",
             Inner::Stream { .. } => "streaming",
+            Inner::H2(_) => "http/2 stream",
         };
         f.debug_tuple("Incoming").field(&kind).finish()
     }
@@ -118,6 +132,7 @@ impl Body for Incoming {
         match &mut this.inner {
             Inner::Empty => Poll::Ready(None),
             Inner::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            Inner::H2(body) => body.poll_frame(cx),
             Inner::Stream { chan, hint } => {
                 let mut st = chan.lock();
                 if let Some(frame) = st.slot.take() {
@@ -158,6 +173,7 @@ impl Body for Incoming {
                 let st = chan.lock();
                 st.done && st.slot.is_none()
             }
+            Inner::H2(body) => body.is_end_stream(),
         }
     }
 
@@ -166,6 +182,7 @@ impl Body for Incoming {
             Inner::Empty => SizeHint::with_exact(0),
             Inner::Full(data) => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
             Inner::Stream { hint, .. } => *hint,
+            Inner::H2(body) => body.size_hint(),
         }
     }
 }

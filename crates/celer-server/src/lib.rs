@@ -13,6 +13,7 @@
 //! - `serve`: the [`Server`] builder, runtimes, accept loops, connection limit
 //! - `shutdown`: the graceful-shutdown signal
 //! - `http1`: the HTTP/1.1 engine
+//! - `http2`: HTTP/2 on the `h2` crate (after TLS ALPN `h2`, or cleartext by prior knowledge)
 //! - `tls`: TLS on rustls: certificates, SNI, ALPN, resumption, reload,
 //!   the handshake, the HTTP-to-HTTPS redirect
 //! - `body`: the request body type [`Incoming`]
@@ -42,6 +43,7 @@ pub mod body;
 mod error;
 pub mod file;
 pub mod http1;
+mod http2;
 pub mod limits;
 pub mod listen;
 mod serve;

@@ -66,6 +66,33 @@ pub const MAX_TLS_HANDSHAKES: usize = 1024;
 /// resumed by ticket cost the server no memory.
 pub const TLS_SESSION_CACHE: usize = 4096;
 
+/// Default for [`Limits::h2_max_concurrent_streams`]: 128 streams open at
+/// once on one HTTP/2 connection (nginx's default; h2o uses 100).
+pub const H2_MAX_CONCURRENT_STREAMS: u32 = 128;
+
+/// Default for [`Limits::h2_stream_window`]: 256 KiB of request body a
+/// client may send on one HTTP/2 stream before the handler reads it.
+pub const H2_STREAM_WINDOW: u32 = 256 * 1024;
+
+/// Default for [`Limits::h2_connection_window`]: 1 MiB of request body a
+/// client may send on one HTTP/2 connection, summed over its streams, before
+/// handlers read it. This bounds the request bytes one connection can make
+/// the server buffer, whatever the number of streams.
+pub const H2_CONNECTION_WINDOW: u32 = 1024 * 1024;
+
+/// Default for [`Limits::h2_max_frame_size`]: 16 KiB, the smallest frame
+/// size HTTP/2 allows a peer to announce (RFC 9113 §6.5.2).
+pub const H2_MAX_FRAME_SIZE: u32 = 16 * 1024;
+
+/// Response bytes queued per HTTP/2 stream beyond what the socket has
+/// taken: a stream waits for the client to read before queueing more, so a
+/// client that stops reading holds at most this much per open stream.
+pub const H2_STREAM_SEND_BUFFER: usize = 128 * 1024;
+
+/// Default for [`Limits::h2_max_cancelled_streams`]: 100 streams cancelled
+/// by the client while their handler still ran.
+pub const H2_MAX_CANCELLED_STREAMS: u64 = 100;
+
 /// The limits the engine enforces on every connection.
 ///
 /// Build one with [`Limits::default`] and change the fields you need; every
@@ -124,6 +151,35 @@ pub struct Limits {
     /// accepting on TLS listeners pauses until one finishes. Default is
     /// [`MAX_TLS_HANDSHAKES`].
     pub max_tls_handshakes: usize,
+    /// Most streams a client may have open at once on one HTTP/2
+    /// connection (`SETTINGS_MAX_CONCURRENT_STREAMS`); a client that opens
+    /// more gets those streams refused. Default is
+    /// [`H2_MAX_CONCURRENT_STREAMS`].
+    ///
+    /// HTTP/2 requests also obey the request limits above: the header list
+    /// (names, values and 32 bytes per field, RFC 9113 §6.5.2) is capped at
+    /// `max_head_bytes`, fields at `max_headers`, the target at
+    /// `max_uri_bytes` and the body at `max_body_bytes`; the head timeout
+    /// bounds the connection preface and `keep_alive_timeout` a connection
+    /// with no open stream.
+    pub h2_max_concurrent_streams: u32,
+    /// HTTP/2 flow-control window of one stream's request body, in bytes
+    /// (`SETTINGS_INITIAL_WINDOW_SIZE`). Default is [`H2_STREAM_WINDOW`].
+    pub h2_stream_window: u32,
+    /// HTTP/2 flow-control window of a whole connection's request bodies,
+    /// in bytes. Default is [`H2_CONNECTION_WINDOW`].
+    pub h2_connection_window: u32,
+    /// Largest HTTP/2 frame payload the server accepts, in bytes
+    /// (`SETTINGS_MAX_FRAME_SIZE`, 16 KiB to 16 MiB). Default is
+    /// [`H2_MAX_FRAME_SIZE`].
+    pub h2_max_frame_size: u32,
+    /// Streams a client may cancel (`RST_STREAM`) while their handler still
+    /// runs before the connection is closed with `ENHANCE_YOUR_CALM`, once
+    /// they are also more than half of the streams it opened: the defence
+    /// against rapid reset (CVE-2023-44487), which makes a server start
+    /// work that the client throws away at once. Default is
+    /// [`H2_MAX_CANCELLED_STREAMS`].
+    pub h2_max_cancelled_streams: u64,
 }
 
 impl Default for Limits {
@@ -144,6 +200,11 @@ impl Default for Limits {
             shutdown_timeout: SHUTDOWN_TIMEOUT,
             tls_handshake_timeout: TLS_HANDSHAKE_TIMEOUT,
             max_tls_handshakes: MAX_TLS_HANDSHAKES,
+            h2_max_concurrent_streams: H2_MAX_CONCURRENT_STREAMS,
+            h2_stream_window: H2_STREAM_WINDOW,
+            h2_connection_window: H2_CONNECTION_WINDOW,
+            h2_max_frame_size: H2_MAX_FRAME_SIZE,
+            h2_max_cancelled_streams: H2_MAX_CANCELLED_STREAMS,
         }
     }
 }

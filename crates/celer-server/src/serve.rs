@@ -116,6 +116,7 @@ pub struct Builder {
     workers: usize,
     threading: Threading,
     bind: BindOptions,
+    http2: bool,
 }
 
 impl Default for Builder {
@@ -129,6 +130,7 @@ impl Default for Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             threading: Threading::PerCore,
             bind: BindOptions::default(),
+            http2: true,
         }
     }
 }
@@ -198,6 +200,16 @@ impl Builder {
         self
     }
 
+    /// Serves HTTP/2 (RFC 9113) on plain listeners to a connection that
+    /// opens with the HTTP/2 preface (prior knowledge, RFC 9113 §3.3).
+    /// Default is true. On TLS listeners the [`TlsConfig`]'s ALPN list
+    /// decides instead ([`TlsBuilder::alpn_protocols`](crate::TlsBuilder::alpn_protocols);
+    /// it offers `h2` by default).
+    pub fn http2(mut self, enabled: bool) -> Self {
+        self.http2 = enabled;
+        self
+    }
+
     /// Sets socket options for binding. Default is [`BindOptions::default`].
     pub fn bind_options(mut self, opts: BindOptions) -> Self {
         self.bind = opts;
@@ -257,6 +269,7 @@ impl Builder {
             limits: self.limits,
             server_header: self.server_header,
             hsts: None,
+            http2: self.http2,
         };
         let tls_config = Http1Config {
             hsts,

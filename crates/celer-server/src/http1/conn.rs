@@ -29,6 +29,7 @@ use crate::http1::decode::{Decoded, Decoder};
 use crate::http1::encode::{self, Encoder, ReqFacts, ServerHeader};
 use crate::http1::io::{self as bufio, WriteBuf};
 use crate::http1::parse::{self, BodyLen, Head, Parsed, Reject};
+use crate::http2;
 use crate::limits::Limits;
 use crate::shutdown::{Shutdown, Watch};
 use crate::transport::Transport;
@@ -52,7 +53,7 @@ const LINGER_MAX: usize = 64 * 1024;
 const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Settings shared by every connection of a server.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Http1Config {
     /// The limits enforced on each connection.
     pub limits: Limits,
@@ -61,6 +62,20 @@ pub struct Http1Config {
     /// The `Strict-Transport-Security` value added to every response, or
     /// `None` (the default) to add none.
     pub hsts: Option<HeaderValue>,
+    /// Serve a connection that opens with the HTTP/2 preface as HTTP/2
+    /// (prior knowledge, RFC 9113 §3.3). Default is true.
+    pub http2: bool,
+}
+
+impl Default for Http1Config {
+    fn default() -> Self {
+        Http1Config {
+            limits: Limits::default(),
+            server_header: ServerHeader::default(),
+            hsts: None,
+            http2: true,
+        }
+    }
 }
 
 /// Serves HTTP/1.1 on `io` until the client leaves, an error closes the
@@ -97,9 +112,21 @@ where
     async move {
         match conn.run(&mut service).await {
             Ok(None) => {}
-            Ok(Some(pending)) => {
+            Ok(Some(Handoff::Upgrade(pending))) => {
                 let Conn { io, rbuf, .. } = conn;
                 pending.fulfill(Upgraded::new(Box::new(io), rbuf.freeze()));
+            }
+            Ok(Some(Handoff::Http2)) => {
+                let Conn {
+                    io,
+                    rbuf,
+                    config,
+                    shutdown,
+                    ..
+                } = conn;
+                let io = http2::Prefixed::new(rbuf.freeze(), io);
+                // Boxed: an HTTP/1.1 connection's task stays small.
+                Box::pin(http2::serve_connection(io, service, config, shutdown)).await;
             }
             Err(err) => {
                 tracing::debug!(target: "celer::http1", error = %err, "connection closed");
@@ -120,6 +147,14 @@ struct Conn<I> {
     /// The write-side deadline, created the first time a write waits.
     write_timer: Option<Pin<Box<Sleep>>>,
     served: u64,
+}
+
+/// Where a connection goes when HTTP/1.1 is done with it.
+enum Handoff {
+    /// To the service that accepted an upgrade (101).
+    Upgrade(upgrade::Pending),
+    /// To the HTTP/2 engine (prior knowledge).
+    Http2,
 }
 
 /// How a turn of the request loop ended.
@@ -158,6 +193,8 @@ enum Fail {
     Reject(Reject),
     /// Close at once.
     Io(io::Error),
+    /// The connection opened with the HTTP/2 preface: hand it over.
+    Http2,
 }
 
 impl From<io::Error> for Fail {
@@ -169,7 +206,7 @@ impl From<io::Error> for Fail {
 impl<I: Transport> Conn<I> {
     /// Serves requests until the connection closes; returns the pending
     /// upgrade when a 101 response handed the connection over.
-    async fn run<S, B>(&mut self, service: &mut S) -> io::Result<Option<upgrade::Pending>>
+    async fn run<S, B>(&mut self, service: &mut S) -> io::Result<Option<Handoff>>
     where
         S: Service<Request<Incoming>, Response = Response<B>>,
         S::Error: Into<BoxError>,
@@ -188,7 +225,10 @@ impl<I: Transport> Conn<I> {
             match self.next_boxed(service).await {
                 Ok(Next::Continue) => {}
                 Ok(Next::Close) => return Box::pin(self.close()).await.map(|()| None),
-                Ok(Next::Upgrade(pending)) => return self.flush().await.map(|()| Some(pending)),
+                Ok(Next::Upgrade(pending)) => {
+                    return self.flush().await.map(|()| Some(Handoff::Upgrade(pending)));
+                }
+                Err(Fail::Http2) => return Ok(Some(Handoff::Http2)),
                 Err(Fail::Reject(reject)) => {
                     return Box::pin(self.reject(reject)).await.map(|()| None);
                 }
@@ -259,10 +299,18 @@ impl<I: Transport> Conn<I> {
         let mut started = None;
         loop {
             if !self.rbuf.is_empty() {
-                match parse::parse_head(&mut self.rbuf, &self.config.limits) {
-                    Ok(Parsed::Complete(head)) => return Ok(Some(head)),
-                    Ok(Parsed::Partial) => {}
-                    Err(reject) => return Err(Fail::Reject(reject)),
+                // RFC 9113 §3.3: a connection may open with the HTTP/2
+                // preface instead of a request.
+                let h2 = self.served == 0 && self.config.http2 && http2::starts_preface(&self.rbuf);
+                if h2 && self.rbuf.len() >= http2::PREFACE.len() {
+                    return Err(Fail::Http2);
+                }
+                if !h2 {
+                    match parse::parse_head(&mut self.rbuf, &self.config.limits) {
+                        Ok(Parsed::Complete(head)) => return Ok(Some(head)),
+                        Ok(Parsed::Partial) => {}
+                        Err(reject) => return Err(Fail::Reject(reject)),
+                    }
                 }
                 started.get_or_insert_with(|| Instant::now() + head_timeout);
             }
@@ -846,7 +894,11 @@ impl<I: Transport> Conn<I> {
 /// fire too late; one that fires early (the deadline moved on since it was
 /// set) is re-armed then, so keep-alive traffic costs no timer work per
 /// request.
-fn poll_deadline(timer: &mut Pin<Box<Sleep>>, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
+pub(crate) fn poll_deadline(
+    timer: &mut Pin<Box<Sleep>>,
+    deadline: Instant,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
     loop {
         if timer.deadline() > deadline {
             timer.as_mut().reset(deadline);

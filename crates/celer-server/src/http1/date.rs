@@ -10,6 +10,8 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use http::HeaderValue;
+
 /// Length of an IMF-fixdate such as `Sun, 06 Nov 1994 08:49:37 GMT`.
 pub(crate) const DATE_LEN: usize = 29;
 
@@ -23,11 +25,17 @@ static TICKER: Once = Once::new();
 struct Cached {
     second: u64,
     line: [u8; LINE_LEN],
+    /// The date alone as a header value (HTTP/2 sends fields, not lines).
+    value: HeaderValue,
 }
 
 thread_local! {
     static CACHE: RefCell<Cached> = const {
-        RefCell::new(Cached { second: u64::MAX, line: [0; LINE_LEN] })
+        RefCell::new(Cached {
+            second: u64::MAX,
+            line: [0; LINE_LEN],
+            value: HeaderValue::from_static(""),
+        })
     };
 }
 
@@ -66,8 +74,8 @@ fn current_second() -> u64 {
     }
 }
 
-/// Calls `f` with the whole `date: …\r\n` line for the current second.
-pub(crate) fn with_date_line<R>(f: impl FnOnce(&[u8; LINE_LEN]) -> R) -> R {
+/// Calls `f` with the cache brought up to the current second.
+fn with_cached<R>(f: impl FnOnce(&Cached) -> R) -> R {
     let second = current_second();
     CACHE.with(|cell| {
         let mut cached = cell.borrow_mut();
@@ -77,11 +85,24 @@ pub(crate) fn with_date_line<R>(f: impl FnOnce(&[u8; LINE_LEN]) -> R) -> R {
                 cached.line[..6].copy_from_slice(b"date: ");
                 cached.line[6..6 + DATE_LEN].copy_from_slice(text.as_bytes());
                 cached.line[6 + DATE_LEN..].copy_from_slice(b"\r\n");
+                if let Ok(value) = HeaderValue::from_str(&text) {
+                    cached.value = value;
+                }
             }
             cached.second = second;
         }
-        f(&cached.line)
+        f(&cached)
     })
+}
+
+/// Calls `f` with the whole `date: …\r\n` line for the current second.
+pub(crate) fn with_date_line<R>(f: impl FnOnce(&[u8; LINE_LEN]) -> R) -> R {
+    with_cached(|cached| f(&cached.line))
+}
+
+/// The current second's date as a header value (a reference-counted copy).
+pub(crate) fn date_value() -> HeaderValue {
+    with_cached(|cached| cached.value.clone())
 }
 
 #[cfg(test)]

@@ -12,10 +12,11 @@
 //! bytes after a bad request are never interpreted as another request.
 
 mod conn;
-mod date;
+pub(crate) mod date;
 mod decode;
 mod encode;
 mod io;
 mod parse;
 
+pub(crate) use conn::poll_deadline;
 pub use conn::{Http1Config, serve_connection};

@@ -10,9 +10,10 @@ use tokio_rustls::LazyConfigAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::http1::{self, Http1Config};
+use crate::http2;
 use crate::serve::HttpService;
 use crate::shutdown::Shutdown;
-use crate::tls::{ALPN_HTTP1, TlsConfig};
+use crate::tls::{ALPN_H2, ALPN_HTTP1, TlsConfig};
 use crate::transport::Transport;
 
 /// Completes the handshake on `io` within the handshake timeout, releases
@@ -70,8 +71,12 @@ async fn dispatch<I, S>(
     S: HttpService,
 {
     match stream.get_ref().1.alpn_protocol() {
-        // HTTP/2 joins here once the engine serves it (RFC 9113 §3.2: ALPN
-        // "h2"), together with "h2" in `config::SERVED_ALPN`.
+        // RFC 9113 §3.2: "h2" over TLS. Served whenever the TLS
+        // configuration offered it, whatever `Builder::http2` says of
+        // cleartext.
+        Some(ALPN_H2) => {
+            http2::serve_connection(stream, service, config, shutdown.watch()).await;
+        }
         None | Some(ALPN_HTTP1) => {
             http1::serve_connection(stream, service, config, &shutdown).await
         }

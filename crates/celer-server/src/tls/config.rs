@@ -26,8 +26,11 @@ use crate::limits;
 /// ALPN protocol id of HTTP/1.1 (RFC 7301 §6).
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
+/// ALPN protocol id of HTTP/2 over TLS (RFC 9113 §3.2).
+pub const ALPN_H2: &[u8] = b"h2";
+
 /// The ALPN protocols the engine can serve after a handshake.
-const SERVED_ALPN: &[&[u8]] = &[ALPN_HTTP1];
+const SERVED_ALPN: &[&[u8]] = &[ALPN_H2, ALPN_HTTP1];
 
 /// Where one certificate chain and its private key come from.
 #[derive(Clone)]
@@ -69,7 +72,7 @@ impl Default for TlsBuilder {
     fn default() -> Self {
         TlsBuilder {
             sources: Vec::new(),
-            alpn: vec![ALPN_HTTP1.to_vec()],
+            alpn: vec![ALPN_H2.to_vec(), ALPN_HTTP1.to_vec()],
             resumption: true,
             session_cache: limits::TLS_SESSION_CACHE,
         }
@@ -115,7 +118,8 @@ impl TlsBuilder {
     /// that offers ALPN but none of these fails the handshake
     /// (RFC 7301 §3.2); a client that offers none gets HTTP/1.1. Only
     /// protocols the engine serves are admitted ([`TlsBuilder::build`]
-    /// fails on others); today that is `http/1.1`. Default is `http/1.1`.
+    /// fails on others): `h2` and `http/1.1`. Default is `h2`, then
+    /// `http/1.1`.
     pub fn alpn_protocols(mut self, protocols: Vec<Vec<u8>>) -> Self {
         self.alpn = protocols;
         self

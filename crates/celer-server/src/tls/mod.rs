@@ -14,5 +14,5 @@ mod config;
 mod redirect;
 
 pub(crate) use accept::serve_connection;
-pub use config::{ALPN_HTTP1, CertInfo, TlsBuilder, TlsConfig};
+pub use config::{ALPN_H2, ALPN_HTTP1, CertInfo, TlsBuilder, TlsConfig};
 pub(crate) use redirect::Redirect;

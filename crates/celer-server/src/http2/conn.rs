@@ -1,0 +1,575 @@
+//! One HTTP/2 connection (RFC 9113): streams accepted from the `h2` crate,
+//! each answered by the service, all in the connection's own task.
+//!
+//! The driver is one `poll_fn` over three things: the streams in flight
+//! (a `FuturesUnordered`, so a stream costs one allocation), the `h2`
+//! connection (accepting streams also writes what the streams queued), and a
+//! timer whose meaning follows the state: the head timeout before the first
+//! stream, the keep-alive timeout while no stream is open, a grace period
+//! after `GOAWAY`. A new stream is accepted only when the service is ready,
+//! so a slow service pushes back on the client through
+//! `SETTINGS_MAX_CONCURRENT_STREAMS`.
+
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use h2::server::{Connection, SendResponse};
+use h2::{Reason, SendStream};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::{Instant, Sleep};
+use tower_service::Service;
+
+use crate::body::Incoming;
+use crate::error::BoxError;
+use crate::http1::{Http1Config, date, poll_deadline};
+use crate::http2::body::H2Body;
+use crate::limits::{H2_STREAM_SEND_BUFFER, Limits};
+use crate::shutdown::Watch;
+
+/// How one stream ended, as far as the connection cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Answered, or given up for a reason that is not the client's haste.
+    Done,
+    /// The client reset the stream before its response head was sent: the
+    /// work it asked for was thrown away (what rapid reset abuses).
+    Cancelled,
+}
+
+/// What the connection is doing, which decides what its timer means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Accepting streams.
+    Open,
+    /// `GOAWAY` sent; finishing the streams in flight.
+    GoingAway,
+}
+
+/// Serves HTTP/2 on `io` (the client preface not yet read) until the client
+/// leaves, the connection fails, or shutdown starts and the streams in
+/// flight have finished.
+pub(crate) async fn serve_connection<I, S, B>(
+    io: I,
+    mut service: S,
+    config: Arc<Http1Config>,
+    shutdown: Watch,
+) where
+    I: AsyncRead + AsyncWrite + Unpin,
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let limits = &config.limits;
+    let handshake = builder(limits).handshake::<_, Bytes>(io);
+    let mut conn = tokio::select! {
+        biased;
+        () = poll_fn(|cx| shutdown.poll_started(cx)) => return,
+        done = tokio::time::timeout(limits.head_timeout, handshake) => match done {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(err)) => {
+                tracing::debug!(target: "celer::http2", error = %err, "handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(target: "celer::http2", "preface timed out");
+                return;
+            }
+        },
+    };
+    let mut driver = Driver {
+        config: &config,
+        shutdown,
+        phase: Phase::Open,
+        timer: Box::pin(tokio::time::sleep(limits.head_timeout)),
+        quiet: None,
+        opened: 0,
+        cancelled: 0,
+    };
+    let mut streams = FuturesUnordered::new();
+    // One turn: finish what streams can, react to shutdown and the timer,
+    // accept new streams. Ready when the connection is over.
+    let result = poll_fn(|cx| {
+        loop {
+            while let Poll::Ready(Some(ended)) = streams.poll_next_unpin(cx) {
+                driver.ended(ended, &mut conn);
+            }
+            if driver.phase == Phase::Open && driver.shutdown.poll_started(cx).is_ready() {
+                driver.go_away(&mut conn);
+            }
+            if streams.is_empty() {
+                if driver.poll_quiet(cx) {
+                    if driver.phase == Phase::GoingAway {
+                        // The client would not read what was left to send.
+                        return Poll::Ready(Ok(()));
+                    }
+                    driver.go_away(&mut conn);
+                    continue;
+                }
+            } else {
+                driver.quiet = None;
+            }
+            // While the service is not ready, streams wait in `h2`'s accept
+            // queue (bounded by the concurrent-stream limit); the connection
+            // is still driven so responses in flight go out.
+            match service.poll_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(err)) => {
+                    let err: BoxError = err.into();
+                    tracing::error!(target: "celer::http2", error = %err, "service failed");
+                    conn.abrupt_shutdown(Reason::INTERNAL_ERROR);
+                    return conn.poll_closed(cx);
+                }
+                Poll::Pending => return conn.poll_closed(cx),
+            }
+            match conn.poll_accept(cx) {
+                Poll::Ready(Some(Ok((request, respond)))) => {
+                    driver.opened += 1;
+                    streams.push(answer(driver.start(&mut service, request, respond)));
+                }
+                Poll::Ready(Some(Err(err))) => return Poll::Ready(Err(err)),
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    })
+    .await;
+    if let Err(err) = result {
+        tracing::debug!(target: "celer::http2", error = %err, "connection closed");
+    }
+}
+
+/// The `h2` settings from the engine's limits.
+fn builder(limits: &Limits) -> h2::server::Builder {
+    let mut b = h2::server::Builder::new();
+    b.max_concurrent_streams(limits.h2_max_concurrent_streams)
+        .initial_window_size(limits.h2_stream_window)
+        .initial_connection_window_size(limits.h2_connection_window)
+        .max_frame_size(limits.h2_max_frame_size.clamp(1 << 14, (1 << 24) - 1))
+        .max_header_list_size(u32::try_from(limits.max_head_bytes).unwrap_or(u32::MAX))
+        .max_send_buffer_size(H2_STREAM_SEND_BUFFER);
+    b
+}
+
+/// The connection's own state, apart from the `h2` connection and streams.
+struct Driver<'a> {
+    config: &'a Http1Config,
+    shutdown: Watch,
+    phase: Phase,
+    timer: Pin<Box<Sleep>>,
+    /// When the current spell with no stream in flight ends.
+    quiet: Option<Instant>,
+    opened: u64,
+    cancelled: u64,
+}
+
+impl<'a> Driver<'a> {
+    /// Counts a stream that ended; applies the rapid-reset rule
+    /// (CVE-2023-44487): more cancelled streams than the limit, and more
+    /// than half of all streams opened, close the connection.
+    fn ended<I: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        ended: Ended,
+        conn: &mut Connection<I, Bytes>,
+    ) {
+        if ended != Ended::Cancelled {
+            return;
+        }
+        self.cancelled += 1;
+        if self.phase == Phase::Open
+            && self.cancelled > self.config.limits.h2_max_cancelled_streams
+            && self.cancelled * 2 > self.opened
+        {
+            tracing::debug!(target: "celer::http2", cancelled = self.cancelled, "rapid reset: closing the connection");
+            conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+            self.phase = Phase::GoingAway;
+            self.quiet = None;
+        }
+    }
+
+    /// With no stream in flight: true once the quiet spell's deadline has
+    /// passed (the head timeout before the first stream, the keep-alive
+    /// timeout after, the write timeout once `GOAWAY` is sent).
+    fn poll_quiet(&mut self, cx: &mut Context<'_>) -> bool {
+        let limits = &self.config.limits;
+        let deadline = *self.quiet.get_or_insert_with(|| {
+            Instant::now()
+                + match self.phase {
+                    Phase::Open if self.opened == 0 => limits.head_timeout,
+                    Phase::Open => limits.keep_alive_timeout,
+                    Phase::GoingAway => limits.write_timeout,
+                }
+        });
+        if poll_deadline(&mut self.timer, deadline, cx).is_ready() {
+            self.quiet = None;
+            return true;
+        }
+        false
+    }
+
+    /// Sends `GOAWAY`: streams already opened finish, no new ones start.
+    fn go_away<I: AsyncRead + AsyncWrite + Unpin>(&mut self, conn: &mut Connection<I, Bytes>) {
+        if self.phase == Phase::Open {
+            conn.graceful_shutdown();
+            self.phase = Phase::GoingAway;
+            self.quiet = None;
+        }
+    }
+
+    /// Checks a new stream's request against the limits and calls the
+    /// service, or answers at once.
+    fn start<S, B>(
+        &self,
+        service: &mut S,
+        request: Request<h2::RecvStream>,
+        respond: SendResponse<Bytes>,
+    ) -> Stream<'a, S::Future>
+    where
+        S: Service<Request<Incoming>, Response = Response<B>>,
+    {
+        let config = self.config;
+        let is_head = request.method() == Method::HEAD;
+        let (mut parts, recv) = request.into_parts();
+        if let Some(reject) = check(&parts, &config.limits) {
+            return Stream {
+                config,
+                respond,
+                is_head,
+                call: Call::Rejected(reject),
+            };
+        }
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        // Applications read `Host`; HTTP/2 carries it as `:authority`
+        // (RFC 9113 §8.3.1), which an HTTP/1.1 gateway turns into `Host`.
+        if !parts.headers.contains_key(header::HOST) {
+            if let Some(authority) = parts.uri.authority() {
+                if let Ok(value) = HeaderValue::from_str(authority.as_str()) {
+                    parts.headers.insert(header::HOST, value);
+                }
+            }
+        }
+        let limits = &config.limits;
+        let body = H2Body::new(recv, declared, limits.max_body_bytes, limits.body_timeout);
+        let request = Request::from_parts(parts, Incoming::h2(body));
+        Stream {
+            config,
+            respond,
+            is_head,
+            call: Call::Service(service.call(request)),
+        }
+    }
+}
+
+/// A request the engine refuses before the service sees it.
+#[derive(Debug, Clone, Copy)]
+struct Reject {
+    status: StatusCode,
+    reason: &'static str,
+}
+
+/// The HTTP/1.1 engine's request limits, applied to an HTTP/2 head. The
+/// header list size is enforced by `h2` itself (`max_header_list_size`).
+fn check(parts: &http::request::Parts, limits: &Limits) -> Option<Reject> {
+    let reject = |status, reason| Some(Reject { status, reason });
+    if parts.headers.len() > limits.max_headers {
+        return reject(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "too many header fields",
+        );
+    }
+    let target = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
+    if target > limits.max_uri_bytes {
+        return reject(StatusCode::URI_TOO_LONG, "request target too long");
+    }
+    let declared = parts.headers.get(header::CONTENT_LENGTH);
+    let length = declared.and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some() && length.is_none() {
+        return reject(StatusCode::BAD_REQUEST, "invalid content-length");
+    }
+    if let (Some(n), Some(max)) = (length, limits.max_body_bytes) {
+        if n > max {
+            return reject(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
+        }
+    }
+    None
+}
+
+/// One stream: the service's answer, or the engine's refusal.
+enum Call<F> {
+    Service(F),
+    Rejected(Reject),
+}
+
+/// One stream in flight, before it becomes a future.
+struct Stream<'a, F> {
+    config: &'a Http1Config,
+    respond: SendResponse<Bytes>,
+    is_head: bool,
+    call: Call<F>,
+}
+
+/// Answers one stream: waits for the service (or gives up when the client
+/// resets the stream), then sends the head and streams the body within the
+/// client's flow-control window.
+async fn answer<F, B, E>(stream: Stream<'_, F>) -> Ended
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    E: Into<BoxError>,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let Stream {
+        config,
+        mut respond,
+        is_head,
+        call,
+    } = stream;
+    let response = match call {
+        Call::Rejected(reject) => rejection(reject),
+        Call::Service(fut) => {
+            let mut fut = std::pin::pin!(fut);
+            let outcome = poll_fn(|cx| {
+                if let Poll::Ready(res) = fut.as_mut().poll(cx) {
+                    return Poll::Ready(Some(res));
+                }
+                // A reset (or a connection gone) makes the work pointless.
+                respond.poll_reset(cx).map(|_| None)
+            })
+            .await;
+            match outcome {
+                None => return Ended::Cancelled,
+                Some(Ok(response)) => response.map(Some),
+                Some(Err(err)) => {
+                    let err: BoxError = err.into();
+                    tracing::error!(target: "celer::http2", error = %err, "service failed");
+                    rejection(Reject {
+                        status: StatusCode::INTERNAL_SERVER_ERROR,
+                        reason: "internal server error",
+                    })
+                }
+            }
+        }
+    };
+    let (mut parts, body) = response.into_parts();
+    let Some(body) = body else {
+        return send_whole(&mut respond, parts, config, is_head);
+    };
+    if parts.status.is_informational() {
+        // A final response cannot be 1xx, and HTTP/2 has no upgrade.
+        tracing::error!(target: "celer::http2", status = %parts.status, "informational status as a final response");
+        let reject = Reject {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            reason: "internal server error",
+        };
+        let (parts, _) = rejection::<()>(reject).into_parts();
+        return send_whole(&mut respond, parts, config, is_head);
+    }
+    let bodiless = is_head || !status_has_body(parts.status);
+    let exact = body.size_hint().exact();
+    prepare_head(
+        &mut parts.headers,
+        config,
+        exact.filter(|_| !bodiless || is_head),
+    );
+    let end = bodiless || body.is_end_stream();
+    let head = Response::from_parts(parts, ());
+    let send = match respond.send_response(head, end) {
+        Ok(send) => send,
+        Err(err) => {
+            tracing::debug!(target: "celer::http2", error = %err, "response head not sent");
+            return Ended::Done;
+        }
+    };
+    if !end {
+        send_body(send, body, config.limits.write_timeout).await;
+    }
+    Ended::Done
+}
+
+/// Sends a response with no body to stream: the engine's own answers.
+fn send_whole(
+    respond: &mut SendResponse<Bytes>,
+    parts: http::response::Parts,
+    config: &Http1Config,
+    is_head: bool,
+) -> Ended {
+    let mut parts = parts;
+    let text = parts
+        .extensions
+        .remove::<RejectText>()
+        .map(|t| t.0)
+        .unwrap_or_default();
+    let bodiless = is_head || !status_has_body(parts.status) || text.is_empty();
+    prepare_head(&mut parts.headers, config, Some(text.len() as u64));
+    let head = Response::from_parts(parts, ());
+    match respond.send_response(head, bodiless) {
+        Ok(mut send) if !bodiless => {
+            // At most a short reason: within the initial window, no wait.
+            let _ = send.send_data(text, true);
+        }
+        Ok(_) => {}
+        Err(err) => tracing::debug!(target: "celer::http2", error = %err, "response not sent"),
+    }
+    Ended::Done
+}
+
+/// The engine's answer to a refused request: a status and a one-line
+/// reason (carried in the extensions until it is sent).
+fn rejection<B>(reject: Reject) -> Response<Option<B>> {
+    let mut response = Response::new(None);
+    *response.status_mut() = reject.status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    let text = format!("{} {}\n", reject.status.as_u16(), reject.reason);
+    response
+        .extensions_mut()
+        .insert(RejectText(Bytes::from(text)));
+    response
+}
+
+/// The body of an engine's answer, until it is sent.
+#[derive(Debug, Clone)]
+struct RejectText(Bytes);
+
+/// True unless the status forbids a body (RFC 9110 §6.4.1).
+fn status_has_body(status: StatusCode) -> bool {
+    !(status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED)
+}
+
+/// Makes a service's header fields fit for HTTP/2: drops the
+/// connection-specific fields HTTP/2 forbids (RFC 9113 §8.2.2), adds
+/// `content-length` when the body's length is known, `date`, `server` and
+/// `strict-transport-security` as the HTTP/1.1 engine does.
+fn prepare_head(headers: &mut HeaderMap, config: &Http1Config, length: Option<u64>) {
+    for name in [
+        header::CONNECTION,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+        header::HeaderName::from_static("keep-alive"),
+        header::HeaderName::from_static("proxy-connection"),
+    ] {
+        headers.remove(name);
+    }
+    if let Some(len) = length {
+        if !headers.contains_key(header::CONTENT_LENGTH) {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
+    }
+    if !headers.contains_key(header::DATE) {
+        headers.insert(header::DATE, date::date_value());
+    }
+    if let Some(server) = &config.server_header {
+        if !headers.contains_key(header::SERVER) {
+            headers.insert(header::SERVER, server.clone());
+        }
+    }
+    if let Some(hsts) = &config.hsts {
+        if !headers.contains_key(header::STRICT_TRANSPORT_SECURITY) {
+            headers.insert(header::STRICT_TRANSPORT_SECURITY, hsts.clone());
+        }
+    }
+}
+
+/// Streams `body` on `send`: each piece waits for flow-control capacity
+/// (at most the write timeout, then the stream is reset); trailers end
+/// the stream when the body has them. A client reset stops it.
+async fn send_body<B>(mut send: SendStream<Bytes>, body: B, write_timeout: std::time::Duration)
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut timer: Option<Pin<Box<Sleep>>> = None;
+    loop {
+        let frame = poll_fn(|cx| {
+            if let Poll::Ready(reset) = send.poll_reset(cx) {
+                return Poll::Ready(Err(reset.ok()));
+            }
+            body.as_mut().poll_frame(cx).map(Ok)
+        })
+        .await;
+        let frame = match frame {
+            Err(_) => return,
+            Ok(None) => {
+                let _ = send.send_data(Bytes::new(), true);
+                return;
+            }
+            Ok(Some(Err(err))) => {
+                let err: BoxError = err.into();
+                tracing::debug!(target: "celer::http2", error = %err, "response body failed");
+                send.send_reset(Reason::INTERNAL_ERROR);
+                return;
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let mut data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    let _ = send.send_trailers(trailers);
+                }
+                return;
+            }
+        };
+        let last = body.is_end_stream();
+        if data.is_empty() && !last {
+            continue;
+        }
+        while !data.is_empty() || last {
+            if data.is_empty() {
+                let _ = send.send_data(data, true);
+                return;
+            }
+            send.reserve_capacity(data.len());
+            let granted = poll_fn(|cx| {
+                if send.capacity() > 0 {
+                    timer = None;
+                    return Poll::Ready(Some(send.capacity()));
+                }
+                match send.poll_capacity(cx) {
+                    Poll::Ready(Some(Ok(n))) if n > 0 => {
+                        timer = None;
+                        return Poll::Ready(Some(n));
+                    }
+                    Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
+                    Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(None),
+                }
+                let timer =
+                    timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(write_timeout)));
+                if timer.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                Poll::Pending
+            })
+            .await;
+            let Some(n) = granted else {
+                // The client stopped reading (or reset the stream).
+                send.send_reset(Reason::CANCEL);
+                return;
+            };
+            let piece = data.split_to(n.min(data.len()));
+            let end = last && data.is_empty();
+            if send.send_data(piece, end).is_err() {
+                return;
+            }
+            if end {
+                return;
+            }
+        }
+    }
+}

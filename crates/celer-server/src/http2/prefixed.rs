@@ -1,0 +1,89 @@
+//! [`Prefixed`]: a byte stream that first yields bytes already read.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A stream whose first reads return `prefix`, then the stream's own bytes.
+///
+/// The HTTP/1.1 engine reads the HTTP/2 preface before it knows the
+/// connection is HTTP/2; it hands those bytes over with the socket.
+#[derive(Debug)]
+pub(crate) struct Prefixed<I> {
+    prefix: Bytes,
+    io: I,
+}
+
+impl<I> Prefixed<I> {
+    /// `io` with `prefix` read back first.
+    pub(crate) fn new(prefix: Bytes, io: I) -> Prefixed<I> {
+        Prefixed { prefix, io }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Prefixed<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.prefix.is_empty() {
+            let n = this.prefix.len().min(buf.remaining());
+            buf.put_slice(&this.prefix[..n]);
+            this.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Prefixed<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn the_prefix_comes_first_then_the_stream() {
+        let (a, mut b) = tokio::io::duplex(64);
+        b.write_all(b" world").await.unwrap();
+        drop(b);
+        let mut io = Prefixed::new(Bytes::from_static(b"hello"), a);
+        let mut out = String::new();
+        io.read_to_string(&mut out).await.unwrap();
+        assert_eq!(out, "hello world");
+    }
+}
