@@ -5,6 +5,7 @@
 //! error: ...`, and exit with 2 when the command line is at fault (as clap
 //! does for its own errors) or 1 otherwise.
 
+mod http2;
 mod serve;
 mod tls;
 mod units;

@@ -19,6 +19,7 @@ use celer_server::{Listen, Server, Threading, TlsConfig};
 use http::HeaderValue;
 
 use crate::Usage;
+use crate::http2::Http2Args;
 use crate::tls::{self, TlsArgs};
 use crate::units::{Secs, Size};
 
@@ -189,6 +190,9 @@ pub(crate) struct ServeArgs {
 
     #[command(flatten)]
     tls: TlsArgs,
+
+    #[command(flatten)]
+    http2: Http2Args,
 }
 
 /// `--threading` values.
@@ -260,7 +264,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             tracing::warn!(target: "celer::serve", error = %err, "cannot raise the open file limit")
         }
     }
-    let tls = args.tls.config()?;
+    let tls = args.tls.config(args.http2.enabled())?;
     let bound = builder(args, tls.clone())
         .bind()
         .map_err(|err| Usage(format!("cannot listen on {err}")))?;
@@ -292,6 +296,7 @@ fn builder(args: &ServeArgs, tls: Option<TlsConfig>) -> celer_server::Builder {
     let mut builder = Server::builder()
         .limits(limits_of(args))
         .server_header((!args.no_server_header).then(|| args.server_header.clone()))
+        .http2(args.http2.enabled())
         .threading(match args.threading {
             ThreadingArg::PerCore => Threading::PerCore,
             ThreadingArg::WorkStealing => Threading::WorkStealing,
@@ -348,6 +353,7 @@ fn limits_of(args: &ServeArgs) -> Limits {
         ..Limits::default()
     };
     args.tls.apply_limits(&mut limits);
+    args.http2.apply_limits(&mut limits);
     limits
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use celer_server::limits;
+use celer_server::tls::ALPN_HTTP1;
 use celer_server::{Listen, TlsConfig};
 
 use crate::Usage;
@@ -82,8 +83,9 @@ impl TlsArgs {
     }
 
     /// Loads the certificates, or generates one; `None` without TLS flags.
-    /// Problems with the flags or the files are usage errors (exit 2).
-    pub(crate) fn config(&self) -> Result<Option<TlsConfig>, Usage> {
+    /// ALPN offers `h2` when `http2`, else only `http/1.1`. Problems with
+    /// the flags or the files are usage errors (exit 2).
+    pub(crate) fn config(&self, http2: bool) -> Result<Option<TlsConfig>, Usage> {
         if !self.enabled() {
             if !self.redirect_http.is_empty() {
                 return Err(Usage(
@@ -107,6 +109,9 @@ impl TlsArgs {
             )));
         }
         let mut builder = TlsConfig::builder().resumption(!self.no_tls_resumption);
+        if !http2 {
+            builder = builder.alpn_protocols(vec![ALPN_HTTP1.to_vec()]);
+        }
         if self.self_signed {
             let (cert, key) = self_signed()?;
             builder = builder.cert_pem("self-signed", cert, key);

@@ -211,7 +211,7 @@ fn parse_reply(raw: &[u8]) -> Reply {
         .position(|w| w == b"\r\n\r\n")
         .expect("a complete response head");
     let body = &raw[end + 4..];
-    if body.starts_with(b"HTTP/1.") {
+    if body.starts_with(b"HTTP/") {
         // `curl -i -L` prints the head of every hop; the last one counts.
         return parse_reply(body);
     }

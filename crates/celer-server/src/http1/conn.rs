@@ -112,25 +112,28 @@ where
     async move {
         match conn.run(&mut service).await {
             Ok(None) => {}
-            Ok(Some(Handoff::Upgrade(pending))) => {
+            Ok(Some(pending)) => {
                 let Conn { io, rbuf, .. } = conn;
                 pending.fulfill(Upgraded::new(Box::new(io), rbuf.freeze()));
-            }
-            Ok(Some(Handoff::Http2)) => {
-                let Conn {
-                    io,
-                    rbuf,
-                    config,
-                    shutdown,
-                    ..
-                } = conn;
-                let io = http2::Prefixed::new(rbuf.freeze(), io);
-                // Boxed: an HTTP/1.1 connection's task stays small.
-                Box::pin(http2::serve_connection(io, service, config, shutdown)).await;
+                return;
             }
             Err(err) => {
                 tracing::debug!(target: "celer::http1", error = %err, "connection closed");
+                return;
             }
+        }
+        // Outside the `match`, so its scrutinee is not kept across this wait.
+        if conn.opened_http2() {
+            let Conn {
+                io,
+                rbuf,
+                config,
+                shutdown,
+                ..
+            } = conn;
+            let io = http2::Prefixed::new(rbuf.freeze(), io);
+            // Boxed: an HTTP/1.1 connection's task stays small.
+            Box::pin(http2::serve_connection(io, service, config, shutdown)).await;
         }
     }
 }
@@ -147,14 +150,6 @@ struct Conn<I> {
     /// The write-side deadline, created the first time a write waits.
     write_timer: Option<Pin<Box<Sleep>>>,
     served: u64,
-}
-
-/// Where a connection goes when HTTP/1.1 is done with it.
-enum Handoff {
-    /// To the service that accepted an upgrade (101).
-    Upgrade(upgrade::Pending),
-    /// To the HTTP/2 engine (prior knowledge).
-    Http2,
 }
 
 /// How a turn of the request loop ended.
@@ -206,7 +201,10 @@ impl From<io::Error> for Fail {
 impl<I: Transport> Conn<I> {
     /// Serves requests until the connection closes; returns the pending
     /// upgrade when a 101 response handed the connection over.
-    async fn run<S, B>(&mut self, service: &mut S) -> io::Result<Option<Handoff>>
+    ///
+    /// A connection that opened with the HTTP/2 preface ends `Ok(None)`
+    /// with [`Conn::opened_http2`] true.
+    async fn run<S, B>(&mut self, service: &mut S) -> io::Result<Option<upgrade::Pending>>
     where
         S: Service<Request<Incoming>, Response = Response<B>>,
         S::Error: Into<BoxError>,
@@ -225,16 +223,23 @@ impl<I: Transport> Conn<I> {
             match self.next_boxed(service).await {
                 Ok(Next::Continue) => {}
                 Ok(Next::Close) => return Box::pin(self.close()).await.map(|()| None),
-                Ok(Next::Upgrade(pending)) => {
-                    return self.flush().await.map(|()| Some(Handoff::Upgrade(pending)));
-                }
-                Err(Fail::Http2) => return Ok(Some(Handoff::Http2)),
+                Ok(Next::Upgrade(pending)) => return self.flush().await.map(|()| Some(pending)),
+                Err(Fail::Http2) => return Ok(None),
                 Err(Fail::Reject(reject)) => {
                     return Box::pin(self.reject(reject)).await.map(|()| None);
                 }
                 Err(Fail::Io(err)) => return Err(err),
             }
         }
+    }
+
+    /// True when the connection opened with the whole HTTP/2 preface
+    /// (RFC 9113 §3.3) and HTTP/2 is served.
+    fn opened_http2(&self) -> bool {
+        self.served == 0
+            && self.config.http2
+            && self.rbuf.len() >= http2::PREFACE.len()
+            && http2::starts_preface(&self.rbuf)
     }
 
     /// Between requests: flushes, then waits for the client's next bytes
@@ -302,7 +307,7 @@ impl<I: Transport> Conn<I> {
                 // RFC 9113 §3.3: a connection may open with the HTTP/2
                 // preface instead of a request.
                 let h2 = self.served == 0 && self.config.http2 && http2::starts_preface(&self.rbuf);
-                if h2 && self.rbuf.len() >= http2::PREFACE.len() {
+                if h2 && self.opened_http2() {
                     return Err(Fail::Http2);
                 }
                 if !h2 {
