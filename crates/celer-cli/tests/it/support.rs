@@ -175,6 +175,8 @@ pub(crate) fn run_celer(args: &[&str]) -> (Option<i32>, String) {
 /// One HTTP response as a client saw it.
 #[derive(Debug)]
 pub(crate) struct Reply {
+    /// `HTTP/1.1`, `HTTP/2`, ... as curl printed it.
+    pub(crate) version: String,
     pub(crate) status: u16,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) body: Vec<u8>,
@@ -218,12 +220,14 @@ fn parse_reply(raw: &[u8]) -> Reply {
     let head = std::str::from_utf8(&raw[..end]).expect("an ASCII head");
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap();
+    let version = status_line.split(' ').next().unwrap().to_owned();
     let status = status_line.split(' ').nth(1).unwrap().parse().unwrap();
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
         .collect();
     Reply {
+        version,
         status,
         headers,
         body: body.to_vec(),
