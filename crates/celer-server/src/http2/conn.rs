@@ -116,27 +116,40 @@ pub(crate) async fn serve_connection<I, S, B>(
             } else {
                 driver.quiet = None;
             }
-            // While the service is not ready, streams wait in `h2`'s accept
-            // queue (bounded by the concurrent-stream limit); the connection
-            // is still driven so responses in flight go out.
-            match service.poll_ready(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(err)) => {
-                    let err: BoxError = err.into();
-                    tracing::error!(target: "celer::http2", error = %err, "service failed");
-                    conn.abrupt_shutdown(Reason::INTERNAL_ERROR);
-                    return conn.poll_closed(cx);
+            // Accept every stream `h2` has read before running any: their
+            // answers then queue together and leave in one write when the
+            // connection is next polled (accepting one stream at a time
+            // wrote once per response). While the service is not ready,
+            // streams wait in `h2`'s accept queue (bounded by the
+            // concurrent-stream limit); the connection is still driven so
+            // responses in flight go out.
+            let mut accepted = false;
+            loop {
+                match service.poll_ready(cx) {
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(err)) => {
+                        let err: BoxError = err.into();
+                        tracing::error!(target: "celer::http2", error = %err, "service failed");
+                        conn.abrupt_shutdown(Reason::INTERNAL_ERROR);
+                        return conn.poll_closed(cx);
+                    }
+                    Poll::Pending => return conn.poll_closed(cx),
                 }
-                Poll::Pending => return conn.poll_closed(cx),
+                match conn.poll_accept(cx) {
+                    Poll::Ready(Some(Ok((request, respond)))) => {
+                        driver.opened += 1;
+                        streams.push(answer(driver.start(&mut service, request, respond)));
+                        accepted = true;
+                    }
+                    Poll::Ready(Some(Err(err))) => return Poll::Ready(Err(err)),
+                    Poll::Ready(None) => return Poll::Ready(Ok(())),
+                    Poll::Pending => break,
+                }
             }
-            match conn.poll_accept(cx) {
-                Poll::Ready(Some(Ok((request, respond)))) => {
-                    driver.opened += 1;
-                    streams.push(answer(driver.start(&mut service, request, respond)));
-                }
-                Poll::Ready(Some(Err(err))) => return Poll::Ready(Err(err)),
-                Poll::Ready(None) => return Poll::Ready(Ok(())),
-                Poll::Pending => return Poll::Pending,
+            // Streams that queued frames have woken this task, so the
+            // connection is polled again to write them.
+            if !accepted {
+                return Poll::Pending;
             }
         }
     })
@@ -456,32 +469,50 @@ fn status_has_body(status: StatusCode) -> bool {
 /// `content-length` when the body's length is known, `date`, `server` and
 /// `strict-transport-security` as the HTTP/1.1 engine does.
 fn prepare_head(headers: &mut HeaderMap, config: &Http1Config, length: Option<u64>) {
-    for name in [
-        header::CONNECTION,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-        header::HeaderName::from_static("keep-alive"),
-        header::HeaderName::from_static("proxy-connection"),
-    ] {
-        headers.remove(name);
-    }
-    if let Some(len) = length {
-        if !headers.contains_key(header::CONTENT_LENGTH) {
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    // One pass comparing names (standard names compare as enum tags),
+    // instead of hashing each name the engine looks for.
+    let (mut forbidden, mut has_length, mut has_date, mut has_server, mut has_hsts) =
+        (false, false, false, false, false);
+    for name in headers.keys() {
+        if name == header::CONTENT_LENGTH {
+            has_length = true;
+        } else if name == header::DATE {
+            has_date = true;
+        } else if name == header::SERVER {
+            has_server = true;
+        } else if name == header::STRICT_TRANSPORT_SECURITY {
+            has_hsts = true;
+        } else if name == header::CONNECTION
+            || name == header::TRANSFER_ENCODING
+            || name == header::UPGRADE
+            || name.as_str() == "keep-alive"
+            || name.as_str() == "proxy-connection"
+        {
+            forbidden = true;
         }
     }
-    if !headers.contains_key(header::DATE) {
+    if forbidden {
+        for name in [
+            header::CONNECTION,
+            header::TRANSFER_ENCODING,
+            header::UPGRADE,
+            header::HeaderName::from_static("keep-alive"),
+            header::HeaderName::from_static("proxy-connection"),
+        ] {
+            headers.remove(name);
+        }
+    }
+    if let (Some(len), false) = (length, has_length) {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    if !has_date {
         headers.insert(header::DATE, date::date_value());
     }
-    if let Some(server) = &config.server_header {
-        if !headers.contains_key(header::SERVER) {
-            headers.insert(header::SERVER, server.clone());
-        }
+    if let (Some(server), false) = (&config.server_header, has_server) {
+        headers.insert(header::SERVER, server.clone());
     }
-    if let Some(hsts) = &config.hsts {
-        if !headers.contains_key(header::STRICT_TRANSPORT_SECURITY) {
-            headers.insert(header::STRICT_TRANSPORT_SECURITY, hsts.clone());
-        }
+    if let (Some(hsts), false) = (&config.hsts, has_hsts) {
+        headers.insert(header::STRICT_TRANSPORT_SECURITY, hsts.clone());
     }
 }
 
