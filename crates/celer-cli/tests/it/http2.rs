@@ -1,6 +1,6 @@
 //! `celer serve` over HTTP/2 with curl: ALPN `h2` on HTTPS, prior
 //! knowledge on plain listeners, static-file semantics on both, and
-//! `--no-http2`.
+//! `--no-http2`; h2load as a load client.
 
 use std::process::Command;
 
@@ -111,4 +111,40 @@ fn no_http2_serves_http1_only() {
     assert!(!out.status.success(), "{out:?}");
     let reply = curl(&[&url]);
     assert_eq!((reply.version.as_str(), reply.status), ("HTTP/1.1", 200));
+}
+
+/// h2load's summary line `requests: N total, N started, N done, N succeeded,
+/// N failed, N errored, N timeout` as (succeeded, failed, errored).
+fn h2load_counts(out: &str) -> (u64, u64, u64) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("requests:"))
+        .unwrap_or_else(|| panic!("no requests line in h2load output:\n{out}"));
+    let count = |what: &str| -> u64 {
+        line.split(',')
+            .find(|part| part.trim().ends_with(what))
+            .and_then(|part| part.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no '{what}' in {line}"))
+    };
+    (count("succeeded"), count("failed"), count("errored"))
+}
+
+#[test]
+fn h2load_streams_many_requests_on_few_connections() {
+    let site = site();
+    for tls in [false, true] {
+        let celer = serve(&site, if tls { &["--self-signed"][..] } else { &[] });
+        let scheme = if tls { "https" } else { "http" };
+        let url = format!("{scheme}://127.0.0.1:{}/index.html", celer.port());
+        // 4 connections with up to 50 streams each: 4,000 requests.
+        let out = Command::new("h2load")
+            .args(["-n", "4000", "-c", "4", "-m", "50", &url])
+            .output()
+            .expect("run h2load (Debian package nghttp2-client)");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "h2load failed: {out:?}");
+        assert_eq!(h2load_counts(&text), (4000, 0, 0), "tls: {tls}\n{text}");
+        assert!(text.contains("4000 2xx"), "{text}");
+    }
 }
