@@ -11,5 +11,6 @@ mod inherited;
 mod serve_static;
 mod shutdown;
 mod support;
+mod tidy;
 mod tls;
 mod welcome;

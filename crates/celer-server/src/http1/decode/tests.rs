@@ -1,3 +1,4 @@
+//! Unit tests of `decode`: every input whole, byte by byte and at every split.
 use super::*;
 
 /// What decoding `input` to the end yields: the data, the trailers, or the

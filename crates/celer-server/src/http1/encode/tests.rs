@@ -1,3 +1,4 @@
+//! Unit tests of `encode`: every input whole, byte by byte and at every split.
 use super::*;
 
 fn head(

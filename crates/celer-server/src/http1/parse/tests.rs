@@ -1,3 +1,4 @@
+//! Unit tests of `parse`: every input whole, byte by byte and at every split.
 use super::*;
 
 /// Parses `input` whole, byte by byte, and split at every point; all three
