@@ -14,6 +14,7 @@ use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -138,6 +139,9 @@ pub(crate) async fn serve_connection<I, S, B>(
                 match conn.poll_accept(cx) {
                     Poll::Ready(Some(Ok((request, respond)))) => {
                         driver.opened += 1;
+                        // A new stream ends the quiet spell even if it is
+                        // answered before `streams` is next seen non-empty.
+                        driver.quiet = None;
                         streams.push(answer(driver.start(&mut service, request, respond)));
                         accepted = true;
                     }
@@ -262,14 +266,20 @@ impl<'a> Driver<'a> {
             .headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse().ok());
-        // Applications read `Host`; HTTP/2 carries it as `:authority`
-        // (RFC 9113 §8.3.1), which an HTTP/1.1 gateway turns into `Host`.
+        // The request reaches the service as HTTP/1.1 gives it: the host
+        // in `Host` (HTTP/2 carries it as `:authority`, which an HTTP/1.1
+        // gateway turns into `Host`, RFC 9113 §8.3.1) and the target in
+        // origin form, so a service reads both the same way on either
+        // protocol. CONNECT (authority form) keeps its URI.
         if !parts.headers.contains_key(header::HOST) {
             if let Some(authority) = parts.uri.authority() {
                 if let Ok(value) = HeaderValue::from_str(authority.as_str()) {
                     parts.headers.insert(header::HOST, value);
                 }
             }
+        }
+        if let Some(target) = parts.uri.path_and_query() {
+            parts.uri = http::Uri::from(target.clone());
         }
         let limits = &config.limits;
         let body = H2Body::new(recv, declared, limits.max_body_bytes, limits.body_timeout);
@@ -395,6 +405,10 @@ where
         exact.filter(|_| !bodiless || is_head),
     );
     let end = bodiless || body.is_end_stream();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let head = Response::from_parts(parts, ());
     let send = match respond.send_response(head, end) {
         Ok(send) => send,
@@ -404,7 +418,7 @@ where
         }
     };
     if !end {
-        send_body(send, body, config.limits.write_timeout).await;
+        send_body(send, body, declared, config.limits.write_timeout).await;
     }
     Ended::Done
 }
@@ -518,38 +532,48 @@ fn prepare_head(headers: &mut HeaderMap, config: &Http1Config, length: Option<u6
 
 /// Streams `body` on `send`: each piece waits for flow-control capacity
 /// (at most the write timeout, then the stream is reset); trailers end
-/// the stream when the body has them. A client reset stops it.
-async fn send_body<B>(mut send: SendStream<Bytes>, body: B, write_timeout: std::time::Duration)
-where
+/// the stream when the body has them. A client reset stops it. A body
+/// that disagrees with its `content-length` (`declared`) is reset with
+/// `INTERNAL_ERROR` rather than ended as if it were whole (RFC 9113
+/// §8.1.1).
+async fn send_body<B>(
+    mut send: SendStream<Bytes>,
+    body: B,
+    declared: Option<u64>,
+    write_timeout: Duration,
+) where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
     let mut body = std::pin::pin!(body);
-    let mut timer: Option<Pin<Box<Sleep>>> = None;
+    let mut left = declared;
+    let short = |left: Option<u64>| left.is_some_and(|n| n > 0);
     loop {
         let frame = poll_fn(|cx| {
-            if let Poll::Ready(reset) = send.poll_reset(cx) {
-                return Poll::Ready(Err(reset.ok()));
+            if send.poll_reset(cx).is_ready() {
+                return Poll::Ready(None);
             }
-            body.as_mut().poll_frame(cx).map(Ok)
+            body.as_mut().poll_frame(cx).map(Some)
         })
         .await;
         let frame = match frame {
-            Err(_) => return,
-            Ok(None) => {
+            // The client reset the stream.
+            None => return,
+            Some(None) if short(left) => break,
+            Some(None) => {
                 let _ = send.send_data(Bytes::new(), true);
                 return;
             }
-            Ok(Some(Err(err))) => {
+            Some(Some(Err(err))) => {
                 let err: BoxError = err.into();
                 tracing::debug!(target: "celer::http2", error = %err, "response body failed");
-                send.send_reset(Reason::INTERNAL_ERROR);
-                return;
+                break;
             }
-            Ok(Some(Ok(frame))) => frame,
+            Some(Some(Ok(frame))) => frame,
         };
         let mut data = match frame.into_data() {
             Ok(data) => data,
+            Err(_) if short(left) => break,
             Err(frame) => {
                 if let Ok(trailers) = frame.into_trailers() {
                     let _ = send.send_trailers(trailers);
@@ -557,50 +581,63 @@ where
                 return;
             }
         };
-        let last = body.is_end_stream();
+        if let Some(n) = left.as_mut() {
+            match n.checked_sub(data.len() as u64) {
+                Some(rest) => *n = rest,
+                None => break,
+            }
+        }
+        let last = body.is_end_stream() && !short(left);
         if data.is_empty() && !last {
             continue;
         }
-        while !data.is_empty() || last {
-            if data.is_empty() {
-                let _ = send.send_data(data, true);
-                return;
-            }
-            send.reserve_capacity(data.len());
-            let granted = poll_fn(|cx| {
-                if send.capacity() > 0 {
-                    timer = None;
-                    return Poll::Ready(Some(send.capacity()));
-                }
-                match send.poll_capacity(cx) {
-                    Poll::Ready(Some(Ok(n))) if n > 0 => {
-                        timer = None;
-                        return Poll::Ready(Some(n));
-                    }
-                    Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
-                    Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(None),
-                }
-                let timer =
-                    timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(write_timeout)));
-                if timer.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(None);
-                }
-                Poll::Pending
-            })
-            .await;
-            let Some(n) = granted else {
+        loop {
+            let Some(granted) = wait_capacity(&mut send, data.len(), write_timeout).await else {
                 // The client stopped reading (or reset the stream).
                 send.send_reset(Reason::CANCEL);
                 return;
             };
-            let piece = data.split_to(n.min(data.len()));
+            let piece = data.split_to(granted.min(data.len()));
             let end = last && data.is_empty();
-            if send.send_data(piece, end).is_err() {
+            if send.send_data(piece, end).is_err() || end {
                 return;
             }
-            if end {
-                return;
+            if data.is_empty() {
+                break;
             }
         }
     }
+    tracing::error!(target: "celer::http2", ?declared, "response body disagrees with its content-length");
+    send.send_reset(Reason::INTERNAL_ERROR);
+}
+
+/// Waits until the stream may send some of `want` bytes; `None` when the
+/// client has not opened its window within `write_timeout`, or the stream
+/// is gone. Zero bytes need no capacity.
+async fn wait_capacity(
+    send: &mut SendStream<Bytes>,
+    want: usize,
+    write_timeout: Duration,
+) -> Option<usize> {
+    if want == 0 {
+        return Some(0);
+    }
+    send.reserve_capacity(want);
+    let mut timer: Option<Pin<Box<Sleep>>> = None;
+    poll_fn(|cx| {
+        if send.capacity() > 0 {
+            return Poll::Ready(Some(send.capacity()));
+        }
+        match send.poll_capacity(cx) {
+            Poll::Ready(Some(Ok(n))) if n > 0 => return Poll::Ready(Some(n)),
+            Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
+            Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(None),
+        }
+        let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(write_timeout)));
+        if timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    })
+    .await
 }

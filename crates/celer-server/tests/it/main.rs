@@ -3,6 +3,7 @@
 mod clients;
 mod errors;
 mod files;
+mod http2;
 mod limits;
 mod server;
 mod shutdown;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use celer_server::listen::BindOptions;
-use celer_server::{Incoming, Limits, Listen, Server, Shutdown};
+use celer_server::{Builder, Incoming, Limits, Listen, Server, Shutdown};
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
@@ -24,8 +24,22 @@ pub(crate) async fn start(limits: Limits) -> TestServer {
 }
 
 pub(crate) async fn start_on(listen: &str, limits: Limits) -> TestServer {
+    start_built(listen, limits, |b| b).await
+}
+
+/// A server on 127.0.0.1:0 that does not serve HTTP/2 by prior knowledge
+/// (`Builder::http2(false)`).
+pub(crate) async fn start_http1_only(limits: Limits) -> TestServer {
+    start_built("tcp://127.0.0.1:0", limits, |b| b.http2(false)).await
+}
+
+async fn start_built(
+    listen: &str,
+    limits: Limits,
+    configure: impl FnOnce(Builder) -> Builder,
+) -> TestServer {
     // Without TCP_DEFER_ACCEPT, so silent connections reach the engine.
-    let bound = Server::builder()
+    let bound = configure(Server::builder())
         .listen(Listen::parse(listen).unwrap())
         .limits(limits)
         .bind_options(BindOptions {
@@ -174,6 +188,22 @@ pub(crate) async fn route(mut req: Request<Incoming>) -> Result<Response<Body>, 
                 .insert("upgrade", HeaderValue::from_static("shout"));
             res
         }
+        // Counts itself started, then waits until the test opens the gate
+        // named by the query: a handler in flight for as long as a test
+        // needs (`gate`). `/hold-big` answers 1 MiB once released.
+        p if p.starts_with("/hold") => {
+            let key = req.uri().query().unwrap_or_default().to_owned();
+            let gate = gate(&key);
+            let _running = Running(gate.clone());
+            gate.started.send_modify(|n| *n += 1);
+            let mut open = gate.open.subscribe();
+            let _ = open.wait_for(|open| *open).await;
+            if p == "/hold-big" {
+                text(StatusCode::OK, Bytes::from(vec![b'h'; 1 << 20]))
+            } else {
+                text(StatusCode::OK, format!("released {key}"))
+            }
+        }
         _ => text(StatusCode::NOT_FOUND, "not found"),
     };
     Ok(res)
@@ -228,4 +258,63 @@ pub(crate) fn test_file() -> std::sync::Arc<std::fs::File> {
         std::sync::Arc::new(file)
     })
     .clone()
+}
+
+/// The handlers of `/hold?KEY` for one key: how many started, how many
+/// ended (answered or dropped), and whether they may answer.
+pub(crate) struct Gate {
+    started: tokio::sync::watch::Sender<u64>,
+    ended: tokio::sync::watch::Sender<u64>,
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+impl Gate {
+    /// Waits until `n` handlers of this key have started.
+    pub(crate) async fn started(&self, n: u64) {
+        let mut rx = self.started.subscribe();
+        let _ = celer_test_support::bounded(rx.wait_for(|s| *s >= n)).await;
+    }
+
+    /// How many handlers of this key have started.
+    pub(crate) fn started_so_far(&self) -> u64 {
+        *self.started.borrow()
+    }
+
+    /// Waits until `n` handlers of this key have ended.
+    pub(crate) async fn ended(&self, n: u64) {
+        let mut rx = self.ended.subscribe();
+        let _ = celer_test_support::bounded(rx.wait_for(|s| *s >= n)).await;
+    }
+
+    /// Lets every handler of this key answer, now and later.
+    pub(crate) fn open(&self) {
+        self.open.send_replace(true);
+    }
+}
+
+/// The gate of `/hold?KEY`; each test uses its own key.
+pub(crate) fn gate(key: &str) -> std::sync::Arc<Gate> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static GATES: OnceLock<Mutex<HashMap<String, Arc<Gate>>>> = OnceLock::new();
+    let mut gates = GATES.get_or_init(Default::default).lock().unwrap();
+    gates
+        .entry(key.to_owned())
+        .or_insert_with(|| {
+            Arc::new(Gate {
+                started: tokio::sync::watch::Sender::new(0),
+                ended: tokio::sync::watch::Sender::new(0),
+                open: tokio::sync::watch::Sender::new(false),
+            })
+        })
+        .clone()
+}
+
+/// Counts a `/hold` handler ended when it is dropped, answered or not.
+struct Running(std::sync::Arc<Gate>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.ended.send_modify(|n| *n += 1);
+    }
 }

@@ -445,14 +445,62 @@ async fn sni_picks_the_certificate_for_the_name() {
 }
 
 #[tokio::test]
-async fn alpn_falls_back_to_http1() {
+async fn alpn_offers_h2_then_http1() {
     let pki = Pki::new();
     let pair = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
     let tls = config(&[&pair]);
-    assert_eq!(tls.alpn_protocols(), [b"http/1.1".to_vec()]);
+    assert_eq!(tls.alpn_protocols(), [b"h2".to_vec(), b"http/1.1".to_vec()]);
     let srv = start(&tls, Options::default()).await;
     let ca = pki.ca.to_str().unwrap();
+    let url = format!("https://localhost:{}/hello", srv.addr.port());
 
+    // A client that speaks only HTTP/1.1 gets it.
+    let out = probe(
+        srv.addr,
+        &["--sni", "localhost", "--cafile", ca, "--alpn", "http/1.1"],
+    )
+    .await;
+    assert_eq!(out["alpn"], "http/1.1", "{out}");
+    assert_eq!(out["status"], 200, "{out}");
+
+    // curl asking for HTTP/2 gets it; asking for HTTP/1.1 gets that.
+    for (flag, version) in [("--http2", "2"), ("--http1.1", "1.1")] {
+        let (ok, text) = curl(
+            srv.addr,
+            "localhost",
+            &pki.ca,
+            &[flag, "-w", "\n%{http_version}", &url],
+        )
+        .await;
+        assert!(ok, "{text}");
+        assert!(
+            text.ends_with(&format!("Hello, World!\n{version}")),
+            "{text}"
+        );
+    }
+
+    // A client offering only protocols the server lacks is refused
+    // (RFC 7301 §3.2: no_application_protocol).
+    let out = probe(
+        srv.addr,
+        &["--sni", "localhost", "--cafile", ca, "--alpn", "spdy/3"],
+    )
+    .await;
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(error.contains("no application protocol"), "{out}");
+}
+
+#[tokio::test]
+async fn alpn_without_h2_falls_back_to_http1() {
+    let pki = Pki::new();
+    let (cert, key) = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    let tls = TlsConfig::builder()
+        .cert_files(cert, key)
+        .alpn_protocols(vec![b"http/1.1".to_vec()])
+        .build()
+        .unwrap();
+    let srv = start(&tls, Options::default()).await;
+    let ca = pki.ca.to_str().unwrap();
     let out = probe(
         srv.addr,
         &[
@@ -467,8 +515,6 @@ async fn alpn_falls_back_to_http1() {
     .await;
     assert_eq!(out["alpn"], "http/1.1", "{out}");
     assert_eq!(out["status"], 200, "{out}");
-
-    // curl asking for HTTP/2 gets HTTP/1.1.
     let url = format!("https://localhost:{}/hello", srv.addr.port());
     let (ok, text) = curl(
         srv.addr,
@@ -479,9 +525,6 @@ async fn alpn_falls_back_to_http1() {
     .await;
     assert!(ok, "{text}");
     assert!(text.ends_with("Hello, World!\n1.1"), "{text}");
-
-    // A client offering only protocols the server lacks is refused
-    // (RFC 7301 §3.2: no_application_protocol).
     let out = probe(
         srv.addr,
         &["--sni", "localhost", "--cafile", ca, "--alpn", "h2"],
