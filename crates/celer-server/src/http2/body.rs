@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -13,6 +14,12 @@ use tokio::time::Sleep;
 
 use crate::error::{Error, Kind};
 
+/// A slot the connection keeps for a request stream still open when its
+/// body was dropped: the connection reads the rest (within the drain limit)
+/// before it answers, so a malformed or reset request is seen before the
+/// response goes out, and a client is not reset while still sending.
+pub(crate) type Handback = Arc<Mutex<Option<RecvStream>>>;
+
 /// The request data of one HTTP/2 stream.
 ///
 /// Each frame handed to the service gives its bytes back to the stream's
@@ -20,7 +27,10 @@ use crate::error::{Error, Kind};
 /// handler reads (the window is the most it may run ahead).
 #[derive(Debug)]
 pub(crate) struct H2Body {
-    recv: RecvStream,
+    /// Always `Some` until the body is dropped.
+    recv: Option<RecvStream>,
+    /// Where an unfinished stream goes when the body is dropped unread.
+    handback: Option<Handback>,
     hint: SizeHint,
     /// Bytes still allowed by `Limits::max_body_bytes`.
     allowed: Option<u64>,
@@ -32,12 +42,14 @@ pub(crate) struct H2Body {
 }
 
 impl H2Body {
-    /// The body of `recv`, whose Content-Length (if any) is `declared`.
+    /// The body of `recv`, whose Content-Length (if any) is `declared`;
+    /// dropped unfinished, it leaves `recv` in `handback`.
     pub(crate) fn new(
         recv: RecvStream,
         declared: Option<u64>,
         max: Option<u64>,
         timeout: Duration,
+        handback: Option<Handback>,
     ) -> H2Body {
         let done = recv.is_end_stream();
         let hint = match declared {
@@ -46,7 +58,8 @@ impl H2Body {
             None => SizeHint::default(),
         };
         H2Body {
-            recv,
+            recv: Some(recv),
+            handback,
             hint,
             allowed: max,
             timeout,
@@ -63,8 +76,9 @@ impl H2Body {
         if self.done {
             return Poll::Ready(None);
         }
+        let recv = self.recv.as_mut().expect("present until dropped");
         let polled = if self.data_done {
-            match self.recv.poll_trailers(cx) {
+            match recv.poll_trailers(cx) {
                 Poll::Ready(Ok(trailers)) => {
                     self.done = true;
                     Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))))
@@ -73,7 +87,7 @@ impl H2Body {
                 Poll::Pending => Poll::Pending,
             }
         } else {
-            match self.recv.poll_data(cx) {
+            match recv.poll_data(cx) {
                 Poll::Ready(Some(Ok(data))) => Poll::Ready(Some(self.received(data))),
                 Poll::Ready(Some(Err(err))) => Poll::Ready(Some(Err(self.failed(&err)))),
                 Poll::Ready(None) => {
@@ -102,7 +116,9 @@ impl H2Body {
     fn received(&mut self, data: Bytes) -> Result<Frame<Bytes>, Error> {
         let n = data.len();
         // Fails only when the stream is already gone; nothing to give back.
-        let _ = self.recv.flow_control().release_capacity(n);
+        if let Some(recv) = self.recv.as_mut() {
+            let _ = recv.flow_control().release_capacity(n);
+        }
         if let Some(allowed) = self.allowed.as_mut() {
             match allowed.checked_sub(n as u64) {
                 Some(left) => *allowed = left,
@@ -132,10 +148,23 @@ impl H2Body {
     }
 
     pub(crate) fn is_end_stream(&self) -> bool {
-        self.done || self.recv.is_end_stream()
+        self.done || self.recv.as_ref().is_none_or(RecvStream::is_end_stream)
     }
 
     pub(crate) fn size_hint(&self) -> SizeHint {
         self.hint
+    }
+}
+
+impl Drop for H2Body {
+    fn drop(&mut self) {
+        let (Some(recv), Some(slot)) = (self.recv.take(), self.handback.take()) else {
+            return;
+        };
+        if !self.done && !recv.is_end_stream() {
+            if let Ok(mut slot) = slot.lock() {
+                *slot = Some(recv);
+            }
+        }
     }
 }

@@ -30,7 +30,7 @@ use tower_service::Service;
 use crate::body::Incoming;
 use crate::error::BoxError;
 use crate::http1::{Http1Config, date, poll_deadline};
-use crate::http2::body::H2Body;
+use crate::http2::body::{H2Body, Handback};
 use crate::limits::{H2_STREAM_SEND_BUFFER, Limits};
 use crate::shutdown::Watch;
 
@@ -259,6 +259,7 @@ impl<'a> Driver<'a> {
                 config,
                 respond,
                 is_head,
+                handback: None,
                 call: Call::Rejected(reject),
             };
         }
@@ -282,12 +283,20 @@ impl<'a> Driver<'a> {
             parts.uri = http::Uri::from(target.clone());
         }
         let limits = &config.limits;
-        let body = H2Body::new(recv, declared, limits.max_body_bytes, limits.body_timeout);
+        let handback = (!recv.is_end_stream()).then(Handback::default);
+        let body = H2Body::new(
+            recv,
+            declared,
+            limits.max_body_bytes,
+            limits.body_timeout,
+            handback.clone(),
+        );
         let request = Request::from_parts(parts, Incoming::h2(body));
         Stream {
             config,
             respond,
             is_head,
+            handback,
             call: Call::Service(service.call(request)),
         }
     }
@@ -338,6 +347,9 @@ struct Stream<'a, F> {
     config: &'a Http1Config,
     respond: SendResponse<Bytes>,
     is_head: bool,
+    /// Where the request stream comes back if the service drops its body
+    /// before the client finished sending it.
+    handback: Option<Handback>,
     call: Call<F>,
 }
 
@@ -355,6 +367,7 @@ where
         config,
         mut respond,
         is_head,
+        handback,
         call,
     } = stream;
     let response = match call {
@@ -383,6 +396,16 @@ where
             }
         }
     };
+    // The service answered without reading all of the request: read the
+    // rest first (as HTTP/1.1 drains it), so that a request the client
+    // resets or that turns out malformed is answered by `h2`'s reset, not
+    // by a response that raced it.
+    let unread = handback.and_then(|slot| slot.lock().ok()?.take());
+    if let Some(mut recv) = unread {
+        if !drain(&mut recv, &config.limits).await {
+            return Ended::Done;
+        }
+    }
     let (mut parts, body) = response.into_parts();
     let Some(body) = body else {
         return send_whole(&mut respond, parts, config, is_head);
@@ -421,6 +444,29 @@ where
         send_body(send, body, declared, config.limits.write_timeout).await;
     }
     Ended::Done
+}
+
+/// Reads and discards the rest of a request stream, giving its window
+/// back; false when the stream failed (reset by the client, or malformed:
+/// `h2` has reset it), true when it ended or the drain limit or body
+/// timeout was reached first (the response then goes out and `h2` resets
+/// what is left of the request).
+async fn drain(recv: &mut h2::RecvStream, limits: &Limits) -> bool {
+    let mut left = limits.max_drain_bytes;
+    let read = async {
+        while let Some(data) = recv.data().await {
+            let Ok(data) = data else { return false };
+            let _ = recv.flow_control().release_capacity(data.len());
+            match left.checked_sub(data.len() as u64) {
+                Some(rest) => left = rest,
+                None => return true,
+            }
+        }
+        recv.trailers().await.is_ok()
+    };
+    tokio::time::timeout(limits.body_timeout, read)
+        .await
+        .unwrap_or(true)
 }
 
 /// Sends a response with no body to stream: the engine's own answers.

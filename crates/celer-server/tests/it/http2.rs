@@ -655,6 +655,46 @@ async fn unread_request_bodies_give_their_window_back() {
     assert!(!conn.is_finished());
 }
 
+/// A request the handler answered without reading is read to its end
+/// before the answer goes out: a client that then resets it, or sends a
+/// malformed rest, gets no response that raced its mistake (what h2spec's
+/// §5.1 and §8.1 cases check), and an honest client gets the answer once
+/// its body is done.
+#[tokio::test]
+async fn an_unread_request_is_read_to_its_end_before_the_answer() {
+    let srv = start_default().await;
+    let (mut c, _) = RawH2::handshake(srv.addr).await;
+    // `/ignore` answers at once without reading; the stream stays open.
+    c.send(&frame(HEADERS, END_HEADERS, 1, &get_block("/ignore")))
+        .await;
+    c.send(&frame(DATA, 0, 1, b"part")).await;
+    c.send(&frame(DATA, END_STREAM, 1, b"end")).await;
+    assert_eq!(c.response(1).await, (200, b"ignored".to_vec()));
+    // Reset while the server waits for the rest: no response at all.
+    c.send(&frame(HEADERS, END_HEADERS, 3, &get_block("/ignore")))
+        .await;
+    c.send(&frame(RST_STREAM, 0, 3, &0x8u32.to_be_bytes()))
+        .await;
+    // A second HEADERS without END_STREAM is malformed (RFC 9113 §8.1):
+    // the stream is reset with PROTOCOL_ERROR, not answered.
+    c.send(&frame(HEADERS, END_HEADERS, 5, &get_block("/ignore")))
+        .await;
+    c.send(&frame(HEADERS, END_HEADERS, 5, &get_block("/ignore")))
+        .await;
+    let f = c.on_stream(5).await;
+    assert_eq!(
+        (f.kind, f.payload.as_slice()),
+        (RST_STREAM, &1u32.to_be_bytes()[..])
+    );
+    c.get(7, "/hello").await;
+    assert_eq!(c.response(7).await, (200, b"Hello, World!".to_vec()));
+    assert!(
+        c.held.iter().all(|f| f.stream != 3),
+        "stream 3 was answered: {:?}",
+        c.held
+    );
+}
+
 // ---- limits ----
 
 #[tokio::test]
