@@ -26,6 +26,10 @@ Subcommands:
                                 use over 0.5 s is below PCT % of one CPU and no
                                 compiler runs; exit 1 if it never was
   summary CSV [REFERENCE]       print the table of medians and ratios
+  h2load FILE                   parse h2load output: prints
+                                succeeded,req_per_s,mean_us,max_us,failed,
+                                errored,timeout,non2xx,protocol,tls,cipher
+  summary-h2 CSV [REFERENCE]    bench/compare-h2's table of medians and ratios
 """
 
 import asyncio
@@ -202,6 +206,107 @@ def parse_wrk(path):
     if m:
         non2xx = int(m.group(1))
     return requests, rps, p50, p99, errors, non2xx
+
+
+# ------------------------------------------------------------------ h2load
+
+
+def parse_h2load(path):
+    """h2load's summary: requests that succeeded, req/s, mean and max request
+    time (us), the failed/errored/timeout counts, non-2xx responses, the
+    application protocol (h2, h2c) and, over TLS, the TLS version and cipher.
+    Missing figures are NaN (counts 0, strings empty)."""
+    text = open(path, errors="replace").read()
+    nan = float("nan")
+    out = {"succeeded": nan, "req_per_s": nan, "mean_us": nan, "max_us": nan,
+           "failed": 0, "errored": 0, "timeout": 0, "non2xx": 0, "protocol": "", "tls": "", "cipher": ""}
+    m = re.search(r"^finished in\s+[\d.]+\s*\w+,\s*([\d.]+)\s*req/s", text, re.M)
+    if m:
+        out["req_per_s"] = float(m.group(1))
+    m = re.search(r"^requests:\s*(.*)$", text, re.M)
+    if m:
+        for n, what in re.findall(r"(\d+)\s+(total|started|done|succeeded|failed|errored|timeout)", m.group(1)):
+            if what in ("succeeded", "failed", "errored", "timeout"):
+                out[what] = int(n)
+    m = re.search(r"^status codes:\s*(\d+) 2xx,\s*(\d+) 3xx,\s*(\d+) 4xx,\s*(\d+) 5xx", text, re.M)
+    if m:
+        out["non2xx"] = sum(int(x) for x in m.groups()[1:])
+    m = re.search(r"^time for request:\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
+    if m:
+        out["max_us"] = _to_us(m.group(2))
+        out["mean_us"] = _to_us(m.group(3))
+    m = re.search(r"^Application protocol:\s*(\S+)", text, re.M)
+    if m:
+        out["protocol"] = m.group(1)
+    m = re.search(r"^TLS Protocol:\s*(\S+)", text, re.M)
+    out["tls"] = m.group(1) if m else ""
+    m = re.search(r"^Cipher:\s*(\S+)", text, re.M)
+    out["cipher"] = m.group(1) if m else ""
+    if not out["succeeded"]:  # nothing answered: no latency to speak of
+        out["mean_us"] = out["max_us"] = nan
+    return out
+
+
+H2_SCENARIO_ORDER = ["h2c", "h2-tls"]
+H2_SERVER_ORDER = ["celer", "nginx", "h2o"]
+
+
+def summary_h2(path, reference="celer"):
+    """The table of bench/compare-h2: medians over the repeats per (scenario,
+    server), the failed requests summed over them, and REFERENCE's ratios."""
+    rows = list(csv.DictReader(open(path)))
+    if not rows:
+        print("no runs")
+        return
+    servers = sorted({r["server"] for r in rows}, key=lambda s: _order(s, H2_SERVER_ORDER))
+    scen = sorted({r["scenario"] for r in rows}, key=lambda s: _order(s, H2_SCENARIO_ORDER))
+    have_ref = reference in servers
+    reps = max(int(r["repeat"]) for r in rows)
+    r0 = rows[0]
+    out = [f"Medians of {reps} interleaved repeat(s); server on CPU 0, h2load -t1 on CPU 1; "
+           f"{r0['connections']} connections x {r0['streams']} streams."]
+    bad = sum(1 for r in rows if r.get("contended") == "1")
+    if bad:
+        out.append(f"WARNING: {bad} of {len(rows)} runs were disturbed by other processes "
+                   f"(column contended in raw.csv).")
+    failed_runs = sum(1 for r in rows if r.get("flagged") == "1")
+    if failed_runs:
+        out.append(f"WARNING: {failed_runs} of {len(rows)} runs had failed (errored, timed-out) or "
+                   f"non-2xx requests, or did not speak HTTP/2 (marked !; 'failed' sums the requests).")
+    if have_ref:
+        out.append(f"{reference}/peer: req/s ratio >1 and CPU ratio <1 favour {reference}.")
+    out.append("")
+    hdr = (f"{'scenario':<8} {'server':<6} {'req/s':>11} {'mean us':>8} {'max us':>8} "
+           f"{'CPU us/req':>10} {'srv CPU%':>8} {'failed':>7}")
+    if have_ref:
+        hdr += f" {reference + '/peer req/s':>17} {'CPU/req':>7}"
+    out.append(hdr)
+    out.append("-" * len(hdr))
+    for sc in scen:
+        med = {}
+        for sv in servers:
+            rs = [r for r in rows if r["scenario"] == sc and r["server"] == sv]
+            if not rs:
+                continue
+            med[sv] = {k: _med(rs, k) for k in ("req_per_s", "mean_us", "max_us", "cpu_us_per_req", "cpu_pct")}
+            # h2load's "failed" includes its "errored" and "timeout"; a
+            # non-2xx response counts as succeeded there.
+            med[sv]["failed"] = sum(int(r["failed"] or 0) + int(r["non2xx"] or 0) for r in rs)
+            med[sv]["flag"] = any(r.get("flagged") == "1" for r in rs)
+        first = True
+        for sv, m in med.items():
+            line = (f"{sc if first else '':<8} {sv:<6} {_fmt(m['req_per_s']):>11} "
+                    f"{_fmt(m['mean_us']):>8} {_fmt(m['max_us']):>8} "
+                    f"{_fmt(m['cpu_us_per_req'], 2):>10} {_fmt(m['cpu_pct']):>8} "
+                    f"{str(m['failed']) + (' !' if m['flag'] else '  '):>7}")
+            if have_ref and sv != reference and reference in med:
+                ref = med[reference]
+                line += (f" {_ratio(ref['req_per_s'], m['req_per_s']):>17}"
+                         f" {_ratio(ref['cpu_us_per_req'], m['cpu_us_per_req']):>7}")
+            out.append(line.rstrip())
+            first = False
+    out.append("")
+    print("\n".join(out))
 
 
 # -------------------------------------------------------------------- idle
@@ -426,6 +531,12 @@ def main(argv):
         return wait_quiet(float(args[0]), float(args[1]))
     elif cmd == "summary":
         summary(args[0], *(args[1:2]))
+    elif cmd == "h2load":
+        r = parse_h2load(args[0])
+        print(",".join(str(r[k]) for k in ("succeeded", "req_per_s", "mean_us", "max_us", "failed",
+                                          "errored", "timeout", "non2xx", "protocol", "tls", "cipher")))
+    elif cmd == "summary-h2":
+        summary_h2(args[0], *(args[1:2]))
     else:
         print(f"unknown subcommand {cmd!r}", file=sys.stderr)
         return 2
