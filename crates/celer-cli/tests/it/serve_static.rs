@@ -292,3 +292,46 @@ fn work_stealing_threading_serves_too() {
     let reply = curl(&[&format!("{}/notes.txt", celer.url())]);
     assert_eq!((reply.status, reply.text().as_str()), (200, "plain text"));
 }
+
+/// `--open-file-cache`: a file changed in place is served as it now is at
+/// once; a file replaced, or created where a request found none, is seen
+/// only once its entry expires (pinned here with a validity no test
+/// outlives, and with the cache off).
+#[test]
+fn open_file_cache_reuses_descriptors_within_its_validity() {
+    let site = site();
+    let page = site.root.join("cached.txt");
+    let fresh = site.root.join("fresh.txt");
+    std::fs::write(&page, "first").unwrap();
+    let replace = |text: &str| {
+        let tmp = site.root.join("tmp.new");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &page).unwrap();
+    };
+
+    // One worker: each worker thread keeps its own table.
+    let celer = serve(&site.root, &["--open-file-cache", "3600", "--workers", "1"]);
+    let url = |name: &str| format!("{}{name}", celer.url());
+    assert_eq!(curl(&[&url("/cached.txt")]).text(), "first");
+    assert_eq!(curl(&[&url("/fresh.txt")]).status, 404);
+    // Changed in place (same descriptor): the new bytes and length at once.
+    std::fs::write(&page, "second!").unwrap();
+    let reply = curl(&[&url("/cached.txt")]);
+    assert_eq!(
+        (reply.text().as_str(), reply.header("content-length")),
+        ("second!", Some("7"))
+    );
+    // Replaced by a rename, and created: the cached answers stand.
+    replace("third");
+    std::fs::write(&fresh, "new").unwrap();
+    assert_eq!(curl(&[&url("/cached.txt")]).text(), "second!");
+    assert_eq!(curl(&[&url("/fresh.txt")]).status, 404);
+    drop(celer);
+
+    let celer = serve(&site.root, &["--open-file-cache", "0"]);
+    let url = |name: &str| format!("{}{name}", celer.url());
+    assert_eq!(curl(&[&url("/cached.txt")]).text(), "third");
+    replace("fourth");
+    assert_eq!(curl(&[&url("/cached.txt")]).text(), "fourth");
+    assert_eq!(curl(&[&url("/fresh.txt")]).text(), "new");
+}

@@ -21,7 +21,8 @@
 //!   extension (`charset=utf-8` for text), Cache-Control rules
 //!   ([`CacheControl`]), policies for hidden names ([`Hidden`]) and symlinks
 //!   ([`Symlinks`]); no request path leaves the root;
-//! - HEAD gets exactly the head GET would get.
+//! - HEAD gets exactly the head GET would get;
+//! - optionally, descriptors kept open for reuse ([`Files::open_file_cache`]).
 //!
 //! File bodies are `celer_server::file::FileBody` regions carrying the
 //! `SendFile` marker, so Celer's HTTP/1 engine sends them with `sendfile(2)`
@@ -70,6 +71,7 @@ mod encoding;
 mod listing;
 mod mime;
 pub mod offload;
+mod open;
 mod path;
 mod range;
 mod resolve;
@@ -81,6 +83,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::{HeaderMap, Method};
 use tower_service::Service;
@@ -89,6 +92,8 @@ pub use self::bundle::Bundle;
 pub use self::cache::CacheControl;
 pub use self::listing::MAX_LISTING_ENTRIES;
 pub use self::offload::{Offload, OffloadLayer};
+pub use self::open::MAX_OPEN_FILES;
+use self::open::OpenFiles;
 use self::path::SafePath;
 pub use self::range::{MAX_RANGE_SPECS, MAX_RANGES};
 use self::respond::Answer;
@@ -143,6 +148,7 @@ struct Config {
     compiled_cache: cache::Compiled,
     precompressed: bool,
     max_ranges: usize,
+    open_files: Option<OpenFiles>,
 }
 
 #[derive(Debug, Clone)]
@@ -191,12 +197,17 @@ impl Files {
                 compiled_cache: cache::Compiled::default(),
                 precompressed: true,
                 max_ranges: MAX_RANGES,
+                open_files: None,
             }),
         }
     }
 
     fn with(mut self, f: impl FnOnce(&mut Config)) -> Files {
-        f(Arc::make_mut(&mut self.config));
+        let config = Arc::make_mut(&mut self.config);
+        f(config);
+        // A changed configuration (perhaps a clone of another) never reads
+        // files cached under the other's policies.
+        config.open_files = config.open_files.as_ref().map(OpenFiles::renewed);
         self
     }
 
@@ -243,6 +254,19 @@ impl Files {
     /// `name` itself exists. Default is true.
     pub fn precompressed(self, yes: bool) -> Files {
         self.with(|c| c.precompressed = yes)
+    }
+
+    /// Keeps files open for reuse: a file (or a missing name) found again
+    /// within `valid` costs an `fstat` instead of an `open`, an `fstat` and
+    /// a `close` (metadata is read again on every use, so a file changed in
+    /// place is served as it now is). A file replaced or deleted, or one
+    /// created where none was, is seen at most `valid` late, as with
+    /// nginx's `open_file_cache`. Each worker thread keeps at most
+    /// [`MAX_OPEN_FILES`] entries. `None` (or zero) turns it off. Default is
+    /// off.
+    pub fn open_file_cache(self, valid: Option<Duration>) -> Files {
+        let cache = valid.filter(|v| !v.is_zero()).map(OpenFiles::new);
+        self.with(|c| c.open_files = cache)
     }
 
     /// Most ranges served in one multipart answer after coalescing; a

@@ -24,6 +24,7 @@ use super::body::Content;
 use super::bundle::{Bundle, Entry};
 use super::conditional::Validators;
 use super::encoding::{self, Coding};
+use super::open::Cached;
 use super::path::{SafePath, has_hidden};
 use super::respond::{Answer, Rep};
 use super::{Config, Hidden, Redirect, Source, Symlinks, listing, mime};
@@ -124,12 +125,12 @@ impl Config {
         root: &Path,
         rel: &Path,
         name: &[u8],
-        file: File,
+        file: Arc<File>,
         meta: &Metadata,
         headers: &HeaderMap,
     ) -> Rep {
         let mut rep = Rep {
-            content: Content::File(Arc::new(file)),
+            content: Content::File(file),
             len: meta.len(),
             validators: Validators::of_file(meta.len(), meta.modified().ok()),
             content_type: mime::content_type(name),
@@ -139,7 +140,7 @@ impl Config {
         };
         if self.precompressed {
             if let Some((coding, file, meta)) = self.sibling(root, rel, headers) {
-                rep.content = Content::File(Arc::new(file));
+                rep.content = Content::File(file);
                 rep.len = meta.len();
                 rep.validators = Validators::of_file(meta.len(), meta.modified().ok());
                 rep.encoding = Some(coding);
@@ -154,7 +155,7 @@ impl Config {
         root: &Path,
         rel: &Path,
         headers: &HeaderMap,
-    ) -> Option<(Coding, File, Metadata)> {
+    ) -> Option<(Coding, Arc<File>, Metadata)> {
         encoding::preferred(headers).find_map(|coding| {
             let mut name = OsString::from(rel.as_os_str());
             name.push(coding.suffix());
@@ -166,17 +167,42 @@ impl Config {
     }
 
     /// Opens `rel` under `root` under the symlink policy; the metadata is
-    /// read from the open descriptor.
-    fn open(&self, root: &Path, rel: &Path) -> Result<(File, Metadata), Answer> {
+    /// read from the open descriptor. With an open-file cache, a regular
+    /// file or a missing name found within its validity is not looked up
+    /// again.
+    fn open(&self, root: &Path, rel: &Path) -> Result<(Arc<File>, Metadata), Answer> {
         let full = root.join(rel);
+        let Some(cache) = &self.open_files else {
+            return self.open_uncached(root, rel, &full);
+        };
+        match cache.get(&full) {
+            Some(Cached::File(file, meta)) => return Ok((file, meta)),
+            Some(Cached::Missing) => return Err(Answer::NOT_FOUND),
+            None => {}
+        }
+        let opened = self.open_uncached(root, rel, &full);
+        match &opened {
+            Ok((file, meta)) if meta.is_file() => cache.put(full, Some(Arc::clone(file))),
+            Err(answer) if *answer == Answer::NOT_FOUND => cache.put(full, None),
+            _ => {}
+        }
+        opened
+    }
+
+    fn open_uncached(
+        &self,
+        root: &Path,
+        rel: &Path,
+        full: &Path,
+    ) -> Result<(Arc<File>, Metadata), Answer> {
         let file = match self.symlinks {
-            Symlinks::Follow => open_file(&full, false),
+            Symlinks::Follow => open_file(full, false),
             Symlinks::WithinRoot | Symlinks::Deny => {
                 self.check_parents(root, rel)?;
-                match open_file(&full, true) {
+                match open_file(full, true) {
                     // The last component is a link (O_NOFOLLOW says ELOOP).
                     Err(err) if err.raw_os_error() == Some(libc::ELOOP) => {
-                        let real = self.confine_link(root, &full)?;
+                        let real = self.confine_link(root, full)?;
                         open_file(&real, false)
                     }
                     other => other,
@@ -185,7 +211,7 @@ impl Config {
         }
         .map_err(|err| io_answer(&err))?;
         let meta = file.metadata().map_err(|err| io_answer(&err))?;
-        Ok((file, meta))
+        Ok((Arc::new(file), meta))
     }
 
     /// Checks the directories leading to `rel`: a link among them must
