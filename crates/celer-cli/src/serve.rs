@@ -100,8 +100,9 @@ pub(crate) struct ServeArgs {
     no_precompressed: bool,
 
     /// Keep files open for reuse this long: a file served again costs an
-    /// fstat instead of open, fstat and close; a file replaced, deleted or
-    /// created is seen at most this late (a file changed in place at once).
+    /// fstat instead of open, fstat and close (and no read up to 8 KiB); a
+    /// file replaced, deleted or created is seen at most this late (a file
+    /// changed in place at once).
     /// 0 turns it off.
     #[arg(
         long,

@@ -21,6 +21,8 @@ pub(crate) enum Content {
     File(Arc<File>),
     /// Bytes compiled into the binary.
     Static(&'static [u8]),
+    /// A small file's bytes, kept by the open-file cache.
+    Memory(Bytes),
 }
 
 /// One piece of a response body.
@@ -34,10 +36,14 @@ impl Content {
     fn piece(&self, offset: u64, len: u64) -> Piece {
         match self {
             Content::File(file) => Piece::File(FileBody::new(Arc::clone(file), offset, len)),
+            // The region was checked against the content's length.
             Content::Static(data) => {
-                // The region was checked against the content's length.
                 let (start, end) = (offset as usize, (offset + len) as usize);
                 Piece::Bytes(Bytes::from_static(&data[start..end]))
+            }
+            Content::Memory(data) => {
+                let (start, end) = (offset as usize, (offset + len) as usize);
+                Piece::Bytes(data.slice(start..end))
             }
         }
     }

@@ -92,8 +92,8 @@ pub use self::bundle::Bundle;
 pub use self::cache::CacheControl;
 pub use self::listing::MAX_LISTING_ENTRIES;
 pub use self::offload::{Offload, OffloadLayer};
-pub use self::open::MAX_OPEN_FILES;
 use self::open::OpenFiles;
+pub use self::open::{MAX_CACHED_FILE_BYTES, MAX_OPEN_FILES};
 use self::path::SafePath;
 pub use self::range::{MAX_RANGE_SPECS, MAX_RANGES};
 use self::respond::Answer;
@@ -259,7 +259,9 @@ impl Files {
     /// Keeps files open for reuse: a file (or a missing name) found again
     /// within `valid` costs an `fstat` instead of an `open`, an `fstat` and
     /// a `close` (metadata is read again on every use, so a file changed in
-    /// place is served as it now is). A file replaced or deleted, or one
+    /// place is served as it now is), and a file of at most
+    /// [`MAX_CACHED_FILE_BYTES`] is served from memory while its length and
+    /// modification time are unchanged. A file replaced or deleted, or one
     /// created where none was, is seen at most `valid` late, as with
     /// nginx's `open_file_cache`. Each worker thread keeps at most
     /// [`MAX_OPEN_FILES`] entries. `None` (or zero) turns it off. Default is

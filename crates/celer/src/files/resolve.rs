@@ -30,6 +30,25 @@ use super::respond::{Answer, Rep};
 use super::{Config, Hidden, Redirect, Source, Symlinks, listing, mime};
 use crate::Body;
 
+/// An open file: its descriptor, its metadata, and its bytes when the
+/// open-file cache keeps them.
+#[derive(Debug)]
+struct Opened {
+    file: Arc<File>,
+    meta: Metadata,
+    bytes: Option<Bytes>,
+}
+
+impl Opened {
+    /// Where the file's bytes are served from.
+    fn content(self) -> Content {
+        match self.bytes {
+            Some(bytes) => Content::Memory(bytes),
+            None => Content::File(self.file),
+        }
+    }
+}
+
 /// What a request resolved to.
 #[derive(Debug)]
 pub(crate) enum Found {
@@ -73,18 +92,17 @@ impl Config {
         redirect: &Redirect<'_>,
     ) -> Result<Found, Answer> {
         let rel = path.relative();
-        let (file, meta) = self.open(root, rel)?;
-        if meta.is_dir() {
-            drop(file);
+        let opened = self.open(root, rel)?;
+        if opened.meta.is_dir() {
+            drop(opened);
             if !path.dir_form {
                 return Err(Answer::ToDirectory(redirect.location(path)));
             }
             for index in &self.index {
                 let rel_index = rel.join(index);
                 match self.open(root, &rel_index) {
-                    Ok((file, meta)) if meta.is_file() => {
-                        let rep =
-                            self.file_rep(root, &rel_index, index.as_bytes(), file, &meta, headers);
+                    Ok(found) if found.meta.is_file() => {
+                        let rep = self.file_rep(root, &rel_index, index.as_bytes(), found, headers);
                         return Ok(Found::Rep(rep));
                     }
                     Ok(_) => {}
@@ -108,14 +126,12 @@ impl Config {
             // A file asked for as a directory (`/a.txt/`), as ENOTDIR would say.
             return Err(Answer::NOT_FOUND);
         }
-        if !meta.is_file() {
+        if !opened.meta.is_file() {
             // FIFOs, sockets and devices.
             return Err(Answer::FORBIDDEN);
         }
         let name = path.file_name().unwrap_or_default();
-        Ok(Found::Rep(
-            self.file_rep(root, rel, name, file, &meta, headers),
-        ))
+        Ok(Found::Rep(self.file_rep(root, rel, name, opened, headers)))
     }
 
     /// The representation of an open regular file, or of its precompressed
@@ -125,24 +141,28 @@ impl Config {
         root: &Path,
         rel: &Path,
         name: &[u8],
-        file: Arc<File>,
-        meta: &Metadata,
+        opened: Opened,
         headers: &HeaderMap,
     ) -> Rep {
+        let meta = &opened.meta;
+        let (len, validators) = (
+            meta.len(),
+            Validators::of_file(meta.len(), meta.modified().ok()),
+        );
         let mut rep = Rep {
-            content: Content::File(file),
-            len: meta.len(),
-            validators: Validators::of_file(meta.len(), meta.modified().ok()),
+            content: opened.content(),
+            len,
+            validators,
             content_type: mime::content_type(name),
             encoding: None,
             cache: self.compiled_cache.for_name(name).cloned(),
             vary: self.precompressed,
         };
         if self.precompressed {
-            if let Some((coding, file, meta)) = self.sibling(root, rel, headers) {
-                rep.content = Content::File(file);
-                rep.len = meta.len();
-                rep.validators = Validators::of_file(meta.len(), meta.modified().ok());
+            if let Some((coding, found)) = self.sibling(root, rel, headers) {
+                rep.len = found.meta.len();
+                rep.validators = Validators::of_file(rep.len, found.meta.modified().ok());
+                rep.content = found.content();
                 rep.encoding = Some(coding);
             }
         }
@@ -150,17 +170,12 @@ impl Config {
     }
 
     /// The best precompressed sibling of `rel` that the client accepts.
-    fn sibling(
-        &self,
-        root: &Path,
-        rel: &Path,
-        headers: &HeaderMap,
-    ) -> Option<(Coding, Arc<File>, Metadata)> {
+    fn sibling(&self, root: &Path, rel: &Path, headers: &HeaderMap) -> Option<(Coding, Opened)> {
         encoding::preferred(headers).find_map(|coding| {
             let mut name = OsString::from(rel.as_os_str());
             name.push(coding.suffix());
             match self.open(root, Path::new(&name)) {
-                Ok((file, meta)) if meta.is_file() => Some((coding, file, meta)),
+                Ok(found) if found.meta.is_file() => Some((coding, found)),
                 _ => None,
             }
         })
@@ -170,23 +185,38 @@ impl Config {
     /// read from the open descriptor. With an open-file cache, a regular
     /// file or a missing name found within its validity is not looked up
     /// again.
-    fn open(&self, root: &Path, rel: &Path) -> Result<(Arc<File>, Metadata), Answer> {
+    fn open(&self, root: &Path, rel: &Path) -> Result<Opened, Answer> {
         let full = root.join(rel);
         let Some(cache) = &self.open_files else {
-            return self.open_uncached(root, rel, &full);
+            let (file, meta) = self.open_uncached(root, rel, &full)?;
+            return Ok(Opened {
+                file,
+                meta,
+                bytes: None,
+            });
         };
         match cache.get(&full) {
-            Some(Cached::File(file, meta)) => return Ok((file, meta)),
+            Some(Cached::File(file, meta, bytes)) => return Ok(Opened { file, meta, bytes }),
             Some(Cached::Missing) => return Err(Answer::NOT_FOUND),
             None => {}
         }
-        let opened = self.open_uncached(root, rel, &full);
-        match &opened {
-            Ok((file, meta)) if meta.is_file() => cache.put(full, Some(Arc::clone(file))),
-            Err(answer) if *answer == Answer::NOT_FOUND => cache.put(full, None),
-            _ => {}
+        match self.open_uncached(root, rel, &full) {
+            Ok((file, meta)) if meta.is_file() => {
+                let bytes = cache.put(full, Some((&file, &meta)));
+                Ok(Opened { file, meta, bytes })
+            }
+            Ok((file, meta)) => Ok(Opened {
+                file,
+                meta,
+                bytes: None,
+            }),
+            Err(answer) => {
+                if answer == Answer::NOT_FOUND {
+                    cache.put(full, None);
+                }
+                Err(answer)
+            }
         }
-        opened
     }
 
     fn open_uncached(
