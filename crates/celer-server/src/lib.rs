@@ -18,6 +18,7 @@
 //!   the handshake, the HTTP-to-HTTPS redirect
 //! - `body`: the request body type [`Incoming`]
 //! - `upgrade`: handing a connection over after `101 Switching Protocols`
+//! - `prefixed`: bytes read ahead replayed in front of a handed-over stream
 //! - `transport`: the byte streams the engine serves
 //! - `sys`: the few socket calls that need `unsafe`
 //!
@@ -46,6 +47,7 @@ pub mod http1;
 mod http2;
 pub mod limits;
 pub mod listen;
+mod prefixed;
 mod serve;
 mod shutdown;
 mod sys;

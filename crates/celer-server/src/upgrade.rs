@@ -12,9 +12,11 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
+
+use crate::prefixed::Prefixed;
 
 /// A byte stream the engine can hand over.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -23,20 +25,21 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// The connection after a 101 response.
 pub struct Upgraded {
-    io: Box<dyn Io>,
-    read_buf: Bytes,
+    inner: Prefixed<Box<dyn Io>>,
 }
 
 impl Upgraded {
     pub(crate) fn new(io: Box<dyn Io>, read_buf: Bytes) -> Upgraded {
-        Upgraded { io, read_buf }
+        Upgraded {
+            inner: Prefixed::new(read_buf, io),
+        }
     }
 }
 
 impl fmt::Debug for Upgraded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Upgraded")
-            .field("buffered", &self.read_buf.len())
+            .field("buffered", &self.inner.buffered())
             .finish_non_exhaustive()
     }
 }
@@ -47,13 +50,7 @@ impl AsyncRead for Upgraded {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if !self.read_buf.is_empty() {
-            let n = self.read_buf.len().min(buf.remaining());
-            buf.put_slice(&self.read_buf[..n]);
-            self.read_buf.advance(n);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
@@ -63,7 +60,7 @@ impl AsyncWrite for Upgraded {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -71,19 +68,19 @@ impl AsyncWrite for Upgraded {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
+        self.inner.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+        Pin::new(&mut self.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

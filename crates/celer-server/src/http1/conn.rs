@@ -31,6 +31,7 @@ use crate::http1::io::{self as bufio, WriteBuf};
 use crate::http1::parse::{self, BodyLen, Head, Parsed, Reject};
 use crate::http2;
 use crate::limits::Limits;
+use crate::prefixed::Prefixed;
 use crate::shutdown::{Shutdown, Watch};
 use crate::transport::Transport;
 use crate::upgrade::{self, Upgraded};
@@ -131,7 +132,7 @@ where
                 shutdown,
                 ..
             } = conn;
-            let io = http2::Prefixed::new(rbuf.freeze(), io);
+            let io = Prefixed::new(rbuf.freeze(), io);
             // Boxed: an HTTP/1.1 connection's task stays small.
             Box::pin(http2::serve_connection(io, service, config, shutdown)).await;
         }

@@ -7,7 +7,6 @@
 //!   shutdown handling, the rapid-reset defence
 //! - `body`: a stream's request data as an [`Incoming`](crate::Incoming)
 //!   body, with the body limit and timeout
-//! - `prefixed`: bytes read before the switch replayed in front of the socket
 //!
 //! A connection arrives here two ways: after a TLS handshake that chose
 //! ALPN `h2`, or from the HTTP/1.1 engine when a cleartext connection opens
@@ -15,11 +14,9 @@
 
 mod body;
 mod conn;
-mod prefixed;
 
 pub(crate) use body::H2Body;
 pub(crate) use conn::serve_connection;
-pub(crate) use prefixed::Prefixed;
 
 /// The client connection preface (RFC 9113 §3.4).
 pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

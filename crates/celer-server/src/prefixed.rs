@@ -9,8 +9,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// A stream whose first reads return `prefix`, then the stream's own bytes.
 ///
-/// The HTTP/1.1 engine reads the HTTP/2 preface before it knows the
-/// connection is HTTP/2; it hands those bytes over with the socket.
+/// The HTTP/1.1 engine reads ahead of what it interprets: the HTTP/2
+/// preface before it knows the connection is HTTP/2, the first bytes of an
+/// upgraded protocol after a 101. It hands those bytes over with the
+/// socket in this.
 #[derive(Debug)]
 pub(crate) struct Prefixed<I> {
     prefix: Bytes,
@@ -21,6 +23,11 @@ impl<I> Prefixed<I> {
     /// `io` with `prefix` read back first.
     pub(crate) fn new(prefix: Bytes, io: I) -> Prefixed<I> {
         Prefixed { prefix, io }
+    }
+
+    /// Bytes of the prefix not read yet.
+    pub(crate) fn buffered(&self) -> usize {
+        self.prefix.len()
     }
 }
 
