@@ -254,19 +254,18 @@ impl<'a> Driver<'a> {
         let config = self.config;
         let is_head = request.method() == Method::HEAD;
         let (mut parts, recv) = request.into_parts();
-        if let Some(reject) = check(&parts, &config.limits) {
-            return Stream {
-                config,
-                respond,
-                is_head,
-                handback: None,
-                call: Call::Rejected(reject),
-            };
-        }
-        let declared = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse().ok());
+        let declared = match check(&parts, &config.limits) {
+            Ok(declared) => declared,
+            Err(reject) => {
+                return Stream {
+                    config,
+                    respond,
+                    is_head,
+                    handback: None,
+                    call: Call::Rejected(reject),
+                };
+            }
+        };
         // The request reaches the service as HTTP/1.1 gives it: the host
         // in `Host` (HTTP/2 carries it as `:authority`, which an HTTP/1.1
         // gateway turns into `Host`, RFC 9113 §8.3.1) and the target in
@@ -309,10 +308,11 @@ struct Reject {
     reason: &'static str,
 }
 
-/// The HTTP/1.1 engine's request limits, applied to an HTTP/2 head. The
-/// header list size is enforced by `h2` itself (`max_header_list_size`).
-fn check(parts: &http::request::Parts, limits: &Limits) -> Option<Reject> {
-    let reject = |status, reason| Some(Reject { status, reason });
+/// The HTTP/1.1 engine's request limits, applied to an HTTP/2 head; the
+/// declared body length when they hold. The header list size is enforced
+/// by `h2` itself (`max_header_list_size`).
+fn check(parts: &http::request::Parts, limits: &Limits) -> Result<Option<u64>, Reject> {
+    let reject = |status, reason| Err(Reject { status, reason });
     if parts.headers.len() > limits.max_headers {
         return reject(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -333,7 +333,7 @@ fn check(parts: &http::request::Parts, limits: &Limits) -> Option<Reject> {
             return reject(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
         }
     }
-    None
+    Ok(length)
 }
 
 /// One stream: the service's answer, or the engine's refusal.
