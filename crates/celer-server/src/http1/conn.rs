@@ -261,7 +261,12 @@ impl<I: Transport> Conn<I> {
     }
 
     /// Reads and answers requests until the read buffer runs dry: one heap
-    /// future serves a whole pipelined batch.
+    /// future serves a whole pipelined batch. Each turn answers one request
+    /// and decides whether the connection goes on.
+    ///
+    /// One function, not a loop over a helper's future: the request is
+    /// parsed in place and moved only into the service, where a helper
+    /// taking it by value would copy it into its own future first.
     async fn next<S, B>(&mut self, service: &mut S) -> Result<Next, Fail>
     where
         S: Service<Request<Incoming>, Response = Response<B>>,
@@ -270,15 +275,86 @@ impl<I: Transport> Conn<I> {
         B::Error: Into<BoxError>,
     {
         loop {
-            let Some(head) = self.read_head().await? else {
+            let mut request = Request::new(Incoming::empty());
+            let Some(head) = self.read_head(&mut request).await? else {
                 return Ok(Next::Close);
             };
             if let Err(err) = poll_fn(|cx| service.poll_ready(cx)).await {
                 return Err(service_failed(err));
             }
-            match self.serve_one(service, head).await? {
-                Next::Continue if !self.rbuf.is_empty() => {}
-                next => return Ok(next),
+            let Head {
+                body: body_len,
+                keep_alive,
+                expect_continue,
+                upgrade,
+            } = head;
+            self.served += 1;
+            let limits = &self.config.limits;
+            let last = limits
+                .max_requests_per_connection
+                .is_some_and(|max| self.served >= max);
+            let facts = ReqFacts {
+                version: request.version(),
+                is_head: request.method() == http::Method::HEAD,
+                keep_alive: keep_alive && !last,
+            };
+            let (body, mut feed) = self.request_body(body_len, expect_continue);
+            *request.body_mut() = body;
+            let pending = upgrade.then(|| {
+                let (on, pending) = upgrade::pending();
+                request.extensions_mut().insert(on);
+                pending
+            });
+
+            let fut = std::pin::pin!(service.call(request));
+            let response = match self.drive(fut, &mut feed).await? {
+                Ok(response) => response,
+                Err(err) => return Err(service_failed(err)),
+            };
+            // A client still waiting for `100 Continue` may or may not send its
+            // body, so the connection cannot be reused safely.
+            let owed = feed.as_ref().is_some_and(|f| f.continue_owed);
+            let facts = ReqFacts {
+                keep_alive: facts.keep_alive && !owed && !self.shutdown.is_started(),
+                ..facts
+            };
+            let (status, body, mut framed, send_file) = self.encode_response(response, facts);
+            if status == StatusCode::SWITCHING_PROTOCOLS {
+                return Ok(match pending {
+                    Some(pending) if feed.as_ref().is_none_or(|f| f.decoder.is_done()) => {
+                        Next::Upgrade(pending)
+                    }
+                    _ => Next::Close,
+                });
+            }
+            drop(pending);
+            let send_file = send_file.filter(|region| {
+                feed.is_none()
+                    && region.len() >= SEND_FILE_MIN
+                    && framed.encoder == Encoder::Length(region.len())
+                    && self.io.can_send_file()
+            });
+            if framed.encoder == Encoder::Skip {
+                drop(body);
+            } else if let Some(region) = send_file {
+                drop(body);
+                if !self.send_file(&region).await? {
+                    framed.keep_alive = false;
+                }
+            } else if !self.write_body(body, framed.encoder, &mut feed).await? {
+                framed.keep_alive = false;
+            }
+            if let Some(feed) = feed.as_mut() {
+                // Boxed: rare, and it would otherwise enlarge every request's state.
+                if !Box::pin(self.finish_body(feed)).await? {
+                    framed.keep_alive = false;
+                }
+            }
+            if !framed.keep_alive || self.shutdown.is_started() {
+                return Ok(Next::Close);
+            }
+            if self.rbuf.is_empty() {
+                return Ok(Next::Continue);
             }
         }
     }
@@ -298,8 +374,9 @@ impl<I: Transport> Conn<I> {
         Box::pin(self.next(service))
     }
 
-    /// Reads until a whole request head is buffered; `None` on a clean end.
-    async fn read_head(&mut self) -> Result<Option<Head>, Fail> {
+    /// Reads until a whole request head is buffered and parsed into
+    /// `request`; `None` on a clean end.
+    async fn read_head(&mut self, request: &mut Request<Incoming>) -> Result<Option<Head>, Fail> {
         let head_timeout = self.config.limits.head_timeout;
         let keep_alive_timeout = self.config.limits.keep_alive_timeout;
         let mut started = None;
@@ -312,7 +389,7 @@ impl<I: Transport> Conn<I> {
                     return Err(Fail::Http2);
                 }
                 if !h2 {
-                    match parse::parse_head(&mut self.rbuf, &self.config.limits) {
+                    match parse::parse_head(&mut self.rbuf, &self.config.limits, request) {
                         Ok(Parsed::Complete(head)) => return Ok(Some(head)),
                         Ok(Parsed::Partial) => {}
                         Err(reject) => return Err(Fail::Reject(reject)),
@@ -386,91 +463,6 @@ impl<I: Transport> Conn<I> {
         .await
     }
 
-    /// Answers one request; decides whether the connection goes on.
-    async fn serve_one<S, B>(&mut self, service: &mut S, head: Head) -> Result<Next, Fail>
-    where
-        S: Service<Request<Incoming>, Response = Response<B>>,
-        S::Error: Into<BoxError>,
-        B: Body<Data = Bytes>,
-        B::Error: Into<BoxError>,
-    {
-        let Head {
-            request,
-            body: body_len,
-            keep_alive,
-            expect_continue,
-            upgrade,
-        } = head;
-        self.served += 1;
-        let limits = &self.config.limits;
-        let last = limits
-            .max_requests_per_connection
-            .is_some_and(|max| self.served >= max);
-        let facts = ReqFacts {
-            version: request.version(),
-            is_head: request.method() == http::Method::HEAD,
-            keep_alive: keep_alive && !last,
-        };
-        let (body, mut feed) = self.request_body(body_len, expect_continue);
-        let mut request = request;
-        *request.body_mut() = body;
-        let pending = upgrade.then(|| {
-            let (on, pending) = upgrade::pending();
-            request.extensions_mut().insert(on);
-            pending
-        });
-
-        let fut = service.call(request);
-        let response = match self.drive(fut, &mut feed).await? {
-            Ok(response) => response,
-            Err(err) => return Err(service_failed(err)),
-        };
-        // A client still waiting for `100 Continue` may or may not send its
-        // body, so the connection cannot be reused safely.
-        let owed = feed.as_ref().is_some_and(|f| f.continue_owed);
-        let facts = ReqFacts {
-            keep_alive: facts.keep_alive && !owed && !self.shutdown.is_started(),
-            ..facts
-        };
-        let (status, body, mut framed, send_file) = self.encode_response(response, facts);
-        if status == StatusCode::SWITCHING_PROTOCOLS {
-            return Ok(match pending {
-                Some(pending) if feed.as_ref().is_none_or(|f| f.decoder.is_done()) => {
-                    Next::Upgrade(pending)
-                }
-                _ => Next::Close,
-            });
-        }
-        drop(pending);
-        let send_file = send_file.filter(|region| {
-            feed.is_none()
-                && region.len() >= SEND_FILE_MIN
-                && framed.encoder == Encoder::Length(region.len())
-                && self.io.can_send_file()
-        });
-        if framed.encoder == Encoder::Skip {
-            drop(body);
-        } else if let Some(region) = send_file {
-            drop(body);
-            if !self.send_file(&region).await? {
-                framed.keep_alive = false;
-            }
-        } else if !self.write_body(body, framed.encoder, &mut feed).await? {
-            framed.keep_alive = false;
-        }
-        if let Some(feed) = feed.as_mut() {
-            // Boxed: rare, and it would otherwise enlarge every request's state.
-            if !Box::pin(self.finish_body(feed)).await? {
-                framed.keep_alive = false;
-            }
-        }
-        if framed.keep_alive && !self.shutdown.is_started() {
-            Ok(Next::Continue)
-        } else {
-            Ok(Next::Close)
-        }
-    }
-
     /// Builds the request body: empty, whole from the buffer, or streamed.
     fn request_body(&mut self, len: BodyLen, expect_continue: bool) -> (Incoming, Option<Feed>) {
         let decoder = match len {
@@ -500,13 +492,12 @@ impl<I: Transport> Conn<I> {
     /// Drives the service's future, feeding the request body meanwhile.
     async fn drive<F, B, E>(
         &mut self,
-        fut: F,
+        mut fut: Pin<&mut F>,
         feed: &mut Option<Feed>,
     ) -> Result<Result<Response<B>, E>, Fail>
     where
         F: Future<Output = Result<Response<B>, E>>,
     {
-        let mut fut = std::pin::pin!(fut);
         poll_fn(|cx| {
             loop {
                 if let Poll::Ready(res) = fut.as_mut().poll(cx) {

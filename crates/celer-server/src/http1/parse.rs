@@ -1,8 +1,8 @@
 //! Request head parsing (RFC 9112 §2–§7) on top of httparse; no IO.
 //!
 //! [`parse_head`] looks at the bytes read so far and answers `Partial` (read
-//! more), `Complete` (the head has been split off the buffer and turned into
-//! an `http::Request<()>` with its framing decided) or a [`Reject`]: the
+//! more), `Complete` (the head has been split off the buffer, written into
+//! the caller's `http::Request` and its framing decided) or a [`Reject`]: the
 //! status and reason the connection answers with before it closes.
 
 use std::mem::MaybeUninit;
@@ -28,11 +28,13 @@ pub(crate) enum BodyLen {
     Chunked,
 }
 
-/// A parsed request head with its framing and connection facts.
-#[derive(Debug)]
+/// What a parsed request head says beyond the request itself: the body's
+/// framing and the connection's facts.
+///
+/// The request is written in place into the caller's `http::Request`, so
+/// its 200-odd bytes are not moved from frame to frame on every request.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Head {
-    /// The request, its body still empty.
-    pub(crate) request: Request<Incoming>,
     pub(crate) body: BodyLen,
     pub(crate) keep_alive: bool,
     pub(crate) expect_continue: bool,
@@ -57,10 +59,10 @@ impl Reject {
 }
 
 /// The outcome of looking at the bytes read so far.
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)] // returned by value to avoid a heap allocation per request
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Parsed {
-    /// A whole head was split off the front of the buffer.
+    /// A whole head was split off the front of the buffer and written into
+    /// the request.
     Complete(Head),
     /// More bytes are needed.
     Partial,
@@ -72,11 +74,18 @@ struct Span {
     value: (usize, usize),
 }
 
-/// Parses one request head from the front of `buf`.
+/// Parses one request head from the front of `buf` into `request`, a fresh
+/// `Request::new(Incoming::empty())`.
 ///
 /// On `Complete` the head's bytes are removed from `buf` and anything after
-/// them (a body, or the next pipelined request) stays.
-pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, Reject> {
+/// them (a body, or the next pipelined request) stays; the request's method,
+/// target, version and fields are set. On `Partial` the request is left
+/// untouched; after a rejection it is partly written and must be dropped.
+pub(crate) fn parse_head(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    request: &mut Request<Incoming>,
+) -> Result<Parsed, Reject> {
     let mut spans = [MaybeUninit::<Span>::uninit(); HEADERS_CAP];
     let max_headers = limits.max_headers.min(HEADERS_CAP);
     let (len, method, path, version, count) = {
@@ -120,7 +129,6 @@ pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, 
     }
     let head = buf.split_to(len).freeze();
     let uri = parse_uri(&method, head.slice(path.0..path.0 + path.1))?;
-    let mut request = Request::new(Incoming::empty());
     *request.method_mut() = method;
     *request.uri_mut() = uri;
     *request.version_mut() = version;
@@ -142,7 +150,6 @@ pub(crate) fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, 
     let body = facts.framing(limits)?;
     let keep_alive = facts.keep_alive();
     Ok(Parsed::Complete(Head {
-        request,
         body,
         keep_alive,
         expect_continue: facts.expect_continue,

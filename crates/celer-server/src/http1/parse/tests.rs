@@ -1,6 +1,38 @@
 //! Unit tests of `parse`: every input whole, byte by byte and at every split.
 use super::*;
 
+/// A parsed head with its request, as the tests inspect it.
+#[derive(Debug)]
+struct Head {
+    request: Request<Incoming>,
+    body: BodyLen,
+    keep_alive: bool,
+    expect_continue: bool,
+    upgrade: bool,
+}
+
+/// `super::Parsed` with the request beside the framing.
+#[allow(clippy::large_enum_variant)] // a test helper; size does not matter
+enum Parsed {
+    Complete(Head),
+    Partial,
+}
+
+/// `super::parse_head` into a fresh request.
+fn parse_head(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, Reject> {
+    let mut request = Request::new(Incoming::empty());
+    Ok(match super::parse_head(buf, limits, &mut request)? {
+        super::Parsed::Complete(h) => Parsed::Complete(Head {
+            request,
+            body: h.body,
+            keep_alive: h.keep_alive,
+            expect_continue: h.expect_continue,
+            upgrade: h.upgrade,
+        }),
+        super::Parsed::Partial => Parsed::Partial,
+    })
+}
+
 /// Parses `input` whole, byte by byte, and split at every point; all three
 /// must agree. Returns the whole-input outcome.
 fn check(input: &[u8], limits: &Limits) -> Result<Option<Head>, Reject> {
