@@ -23,7 +23,7 @@ use bytes::Bytes;
 use http::header::HeaderValue;
 use http::{Request, Response};
 use http_body::Body;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tower_service::Service;
 
 use crate::body::Incoming;
@@ -647,18 +647,29 @@ async fn accept_loop<A, F, S>(
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
     S: HttpService,
 {
+    // One shutdown future for the loop's life: made per accept, it would
+    // register and unregister a waiter (two lock round trips) every time.
+    let started = shutdown.started();
+    tokio::pin!(started);
     loop {
-        let permit = tokio::select! {
-            biased;
-            () = shutdown.started() => return,
-            permit = state.permits.clone().acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => return,
+        if shutdown.is_started() {
+            return;
+        }
+        let permit = match state.permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => return,
+            Err(TryAcquireError::NoPermits) => tokio::select! {
+                biased;
+                () = &mut started => return,
+                permit = state.permits.clone().acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
             },
         };
         let accepted = tokio::select! {
             biased;
-            () = shutdown.started() => return,
+            () = &mut started => return,
             res = acceptor.accept() => res,
         };
         // At the handshake cap a TLS listener stops accepting, as at the
@@ -668,7 +679,7 @@ async fn accept_loop<A, F, S>(
         let handshake = if tls && accepted.is_ok() {
             tokio::select! {
                 biased;
-                () = shutdown.started() => return,
+                () = &mut started => return,
                 permit = state.handshakes.clone().acquire_owned() => match permit {
                     Ok(p) => Some(p),
                     Err(_) => return,

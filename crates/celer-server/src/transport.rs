@@ -5,6 +5,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::task::{Context, Poll, ready};
 
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 
 use crate::sys;
@@ -28,6 +29,17 @@ pub trait Transport: AsyncRead + AsyncWrite + Send + Unpin + 'static {
     /// a reset. The default answers true, which always lingers.
     fn has_unread_input(&self) -> bool {
         true
+    }
+
+    /// Reads what has already arrived into the spare room of `buf`, without
+    /// waiting and without consulting the runtime's readiness; `WouldBlock`
+    /// when nothing has. The engine calls it once, on a fresh connection:
+    /// with `TCP_DEFER_ACCEPT` its first request is usually there when
+    /// `accept` returns, and reading it at once spares a trip through the
+    /// event loop. The default answers `WouldBlock`.
+    fn read_arrived(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        let _ = buf;
+        Err(io::ErrorKind::WouldBlock.into())
     }
 
     /// True when [`Transport::poll_send_file`] works: the engine then sends
@@ -69,6 +81,18 @@ macro_rules! poll_send_file_on {
     }};
 }
 
+/// One non-blocking `recv` into the spare room of `buf`.
+fn recv_into(sock: &socket2::SockRef<'_>, buf: &mut BytesMut) -> io::Result<usize> {
+    let n = sock.recv(buf.spare_capacity_mut())?;
+    #[allow(unsafe_code)]
+    // SAFETY: `recv` initialised the first `n` bytes of the spare room it
+    // was given, and `n` is at most that room's length.
+    unsafe {
+        buf.set_len(buf.len() + n);
+    }
+    Ok(n)
+}
+
 /// Peeks one byte without blocking (the socket is non-blocking).
 fn peek_pending(sock: &socket2::SockRef<'_>) -> bool {
     let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
@@ -78,6 +102,10 @@ fn peek_pending(sock: &socket2::SockRef<'_>) -> bool {
 impl Transport for tokio::net::TcpStream {
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         tokio::net::TcpStream::poll_read_ready(self, cx)
+    }
+
+    fn read_arrived(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        recv_into(&socket2::SockRef::from(self), buf)
     }
 
     fn has_unread_input(&self) -> bool {
@@ -102,6 +130,10 @@ impl Transport for tokio::net::TcpStream {
 impl Transport for tokio::net::UnixStream {
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         tokio::net::UnixStream::poll_read_ready(self, cx)
+    }
+
+    fn read_arrived(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        recv_into(&socket2::SockRef::from(self), buf)
     }
 
     fn has_unread_input(&self) -> bool {

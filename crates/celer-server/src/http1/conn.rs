@@ -212,12 +212,32 @@ impl<I: Transport> Conn<I> {
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
     {
+        // A fresh connection's first request is usually there already
+        // (TCP_DEFER_ACCEPT): read it before waiting on the event loop.
+        self.rbuf = bufio::take_buf();
+        match self.io.read_arrived(&mut self.rbuf) {
+            Ok(0) => return Ok(None),
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            Err(err) => return Err(err),
+        }
         loop {
             // Closing is boxed, like serving a request: the task of an idle
             // connection carries neither state (see
             // `connection_state_stays_small`).
-            if self.rbuf.is_empty() && !self.idle().await? {
-                return Box::pin(self.close()).await.map(|()| None);
+            if self.rbuf.is_empty() {
+                if !self.idle().await? {
+                    return Box::pin(self.close()).await.map(|()| None);
+                }
+                // The next request's first read, made here so that a
+                // readiness that proves stale (the first read went around
+                // the runtime) sends the connection back to wait idle
+                // rather than into a request's state.
+                match self.read_ready().await? {
+                    Some(0) => return Box::pin(self.close()).await.map(|()| None),
+                    Some(_) => {}
+                    None => continue,
+                }
             }
             // Boxed so an idle connection's task does not carry the state of
             // a request in flight (see `connection_state_stays_small`).
@@ -441,6 +461,21 @@ impl<I: Transport> Conn<I> {
                 return Poll::Ready(Ok(false));
             }
             poll_deadline(timer, deadline, cx).map(|()| Ok(false))
+        })
+        .await
+    }
+
+    /// Reads once if bytes are there; `None` when none were.
+    async fn read_ready(&mut self) -> io::Result<Option<usize>> {
+        if self.rbuf.capacity() == 0 {
+            self.rbuf = bufio::take_buf();
+        }
+        self.rbuf.reserve(1024);
+        let io = &mut self.io;
+        let rbuf = &mut self.rbuf;
+        poll_fn(|cx| match poll_read_buf(io, cx, rbuf) {
+            Poll::Ready(res) => Poll::Ready(res.map(Some)),
+            Poll::Pending => Poll::Ready(Ok(None)),
         })
         .await
     }
