@@ -2,7 +2,7 @@
 
 use celer_test_support::Raw;
 
-use crate::support::start_default;
+use crate::support::{start_default, start_deferred};
 
 #[tokio::test]
 async fn in_flight_requests_finish_and_idle_connections_close() {
@@ -28,4 +28,41 @@ async fn in_flight_requests_finish_and_idle_connections_close() {
         .unwrap();
     // Nothing listens any more.
     assert!(tokio::net::TcpStream::connect(srv.addr).await.is_err());
+}
+
+/// With TCP_DEFER_ACCEPT the first request is read as the connection
+/// starts, around the runtime's readiness; the connection must still serve
+/// more requests, wait idle and close when shutdown starts.
+#[tokio::test]
+async fn a_connection_whose_first_request_came_with_the_accept_closes_on_shutdown() {
+    let srv = start_deferred().await;
+    let mut conn = Raw::connect(srv.addr).await;
+    conn.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(conn.response().await.status, 200);
+    conn.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(conn.response().await.status, 200);
+    // Idle now; shutdown must reach it at once, not at the keep-alive timeout.
+    srv.shutdown.trigger();
+    assert!(conn.is_closed().await);
+    celer_test_support::bounded(srv.task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// The same after a single request: the stale readiness the first read
+/// left behind must not keep the idle connection from seeing shutdown.
+#[tokio::test]
+async fn an_idle_connection_after_its_first_request_closes_on_shutdown() {
+    let srv = start_deferred().await;
+    let mut conn = Raw::connect(srv.addr).await;
+    conn.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(conn.response().await.status, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    srv.shutdown.trigger();
+    assert!(conn.is_closed().await);
+    celer_test_support::bounded(srv.task)
+        .await
+        .unwrap()
+        .unwrap();
 }

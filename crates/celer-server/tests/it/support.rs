@@ -60,6 +60,23 @@ async fn start_built(
     }
 }
 
+/// A server on 127.0.0.1:0 with the default bind options, so with
+/// TCP_DEFER_ACCEPT: a connection is accepted once its first bytes are in.
+pub(crate) async fn start_deferred() -> TestServer {
+    let bound = Server::builder()
+        .listen(Listen::parse("tcp://127.0.0.1:0").unwrap())
+        .bind()
+        .expect("bind");
+    let addr = bound.tcp_addr().expect("a TCP listener");
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(bound.serve(tower::service_fn(route), shutdown.clone()));
+    TestServer {
+        addr,
+        shutdown,
+        task,
+    }
+}
+
 pub(crate) async fn start_default() -> TestServer {
     start(Limits::default()).await
 }
