@@ -24,6 +24,11 @@ pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// The connection after a 101 response.
+///
+/// Over TLS a write that answers `Pending` has already sealed its bytes
+/// into records (a record cannot be taken back): retry it with the same
+/// bytes, as `write_all` and every buffered writer do. Writing different
+/// bytes after a `Pending` would send the earlier ones.
 pub struct Upgraded {
     inner: Prefixed<Box<dyn Io>>,
 }

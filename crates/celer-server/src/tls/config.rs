@@ -176,6 +176,9 @@ impl TlsBuilder {
             .with_no_client_auth()
             .with_cert_resolver(resolver.clone());
         config.alpn_protocols = self.alpn;
+        // After the handshake the record layer is ours (`record`): rustls
+        // hands over the traffic keys, to nothing else.
+        config.enable_secret_extraction = true;
         if self.resumption {
             config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
                 .map_err(|err| Error::new_tls_config(format!("session tickets: {err}")))?;

@@ -1,17 +1,35 @@
 //! TLS (RFC 8446, RFC 5246) on rustls: certificates, SNI, ALPN, resumption,
-//! reloading, and the handshake in front of each connection.
+//! reloading, the handshake in front of each connection and the records
+//! after it.
 //!
 //! - `config`: [`TlsConfig`] and [`TlsBuilder`]: PEM loading with errors
 //!   naming the file, the SNI resolver, versions, ALPN, resumption, reload
 //! - `accept`: the handshake (timeout, concurrent-handshake cap) and the
 //!   dispatch on the negotiated ALPN protocol
+//! - `handshake`: the handshake through rustls's unbuffered API, with the
+//!   configuration chosen on the ClientHello; hands the keys over
+//! - `record`: the record layer after the handshake, no IO: opens records in
+//!   place, seals them, key updates, alerts
+//! - `stream`: `TlsStream`, the engine's transport over `record`
 //! - `redirect`: the plain-HTTP listener service answering 308 to `https`
+//!
+//! rustls does the handshake and all the cryptography; after the handshake
+//! it hands over the traffic keys (its "kernel" API, made for kTLS) and the
+//! records are framed here, so that a request's bytes are decrypted where
+//! they were read and a response is encrypted straight from the engine's
+//! buffers, with no copy through rustls's own buffers (ARCHITECTURE.md,
+//! "What TLS costs a keep-alive request").
 //!
 //! **Architecture Invariant:** only this module names rustls.
 
 mod accept;
 mod config;
+mod handshake;
+mod record;
 mod redirect;
+mod stream;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use accept::serve_connection;
 pub use config::{ALPN_H2, ALPN_HTTP1, CertInfo, TlsBuilder, TlsConfig};

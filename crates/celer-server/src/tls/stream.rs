@@ -1,0 +1,510 @@
+//! [`TlsStream`]: an established TLS connection as the engine reads and
+//! writes it, on the record layer of `record`.
+//!
+//! Reads take the socket's bytes into a pooled buffer and open each record
+//! in place there; the plaintext is copied once, into the caller's buffer.
+//! Writes seal the caller's whole batch (up to 4 records of 16 KiB) and
+//! send the records in one `write`/`writev`. An idle connection holds no
+//! buffer: the read buffer goes back to a per-thread pool once its records
+//! are read, and sealed records are freed once sent.
+//!
+//! **A write is reported only once its records are on the socket.** A record
+//! cannot be taken back once sealed (its sequence number is spent), so when
+//! the socket takes only part of them the write answers `Pending` and keeps
+//! the count of plaintext bytes already sealed; the caller's next write,
+//! which retries the same bytes (and may offer more after them), sends the
+//! rest and reports that count without sealing the bytes again. Every writer
+//! in the crate retries that way (the HTTP/1.1 engine's write buffer, h2's,
+//! `write_all`), and it means the engine, which never calls `poll_flush`,
+//! never mistakes output held here for output sent.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes, BytesMut};
+use rustls::crypto::cipher::OutboundChunks;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+
+use crate::tls::handshake::Established;
+use crate::tls::record::{self, Fatal, MAX_FRAGMENT, Opened, RecordLayer};
+use crate::transport::Transport;
+
+/// Plaintext sealed per write at most: 4 records, 64 KiB, what rustls's
+/// own buffer held before. A client that stops reading holds this much
+/// sealed output (with the engine's copy of it) until the write timeout.
+const WRITE_MAX: usize = 4 * MAX_FRAGMENT;
+
+/// Buffers of one vectored write sealed at most (the rest waits for the
+/// next write).
+const WRITE_SLICES_MAX: usize = 16;
+
+/// Sealed records sent in one `writev` at most (a write's, and a key
+/// update or an alert before them).
+const SEND_SLICES_MAX: usize = 8;
+
+/// Capacity of a pooled read buffer: a keep-alive request's records fit; a
+/// longer record grows it.
+const READ_BUF: usize = 8 * 1024;
+
+/// Spare room asked of the read buffer before a read, at least.
+const READ_MIN: usize = 2 * 1024;
+
+/// Read buffers kept per thread at most.
+const POOL_MAX: usize = 16;
+
+thread_local! {
+    static POOL: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Where reading stands.
+#[derive(Debug)]
+enum ReadState {
+    Open,
+    /// The client sent `close_notify`: reads end cleanly.
+    Closed,
+    /// The socket ended without `close_notify`: a truncation, an error
+    /// once the data before it is read (as rustls reports it).
+    Eof,
+    /// A fatal alert ended the connection.
+    Failed(rustls::Error),
+}
+
+/// Where writing stands.
+#[derive(Debug, PartialEq, Eq)]
+enum WriteState {
+    Open,
+    /// `close_notify` is sealed: no more data.
+    Closed,
+    /// A fatal alert is sealed: no more data.
+    Failed,
+}
+
+/// A TLS connection after its handshake.
+pub(crate) struct TlsStream<I> {
+    /// The transport under TLS.
+    io: I,
+    /// Keys, sequence numbers and the post-handshake rules.
+    records: RecordLayer,
+    /// The protocol agreed through ALPN.
+    alpn: Option<Vec<u8>>,
+    /// Plaintext rustls decrypted during the handshake, read first.
+    early: Bytes,
+    /// Bytes from the socket; when `opened` is not 0 its first `opened`
+    /// bytes are a record opened in place, holding `plain`. Taken from the
+    /// pool for a read and given back once empty.
+    inbuf: BytesMut,
+    /// Length of the opened record at the front of `inbuf`, 0 for none.
+    opened: usize,
+    /// The opened record's plaintext not yet read, as a range of `inbuf`.
+    plain: Range<usize>,
+    /// Sealed records waiting for the socket, oldest first.
+    out: Vec<Vec<u8>>,
+    /// Bytes of `out[0]` already sent.
+    out_sent: usize,
+    /// Plaintext bytes sealed into `out` that the writer was not yet told
+    /// were written (see the module docs).
+    owed: usize,
+    read: ReadState,
+    write: WriteState,
+}
+
+impl<I> std::fmt::Debug for TlsStream<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsStream")
+            .field("records", &self.records)
+            .field("read", &self.read)
+            .field("write", &self.write)
+            .field("owed", &self.owed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<I: Transport> TlsStream<I> {
+    /// Serves the connection `established` over `io`.
+    pub(crate) fn new(io: I, established: Established) -> Self {
+        let Established {
+            records,
+            alpn,
+            inbuf,
+            early,
+            peer_closed,
+        } = established;
+        // The handshake's buffer is kept only while it holds records.
+        let inbuf = if inbuf.is_empty() {
+            BytesMut::new()
+        } else {
+            inbuf
+        };
+        TlsStream {
+            io,
+            records,
+            alpn,
+            early,
+            inbuf,
+            opened: 0,
+            plain: 0..0,
+            out: Vec::new(),
+            out_sent: 0,
+            owed: 0,
+            read: if peer_closed {
+                ReadState::Closed
+            } else {
+                ReadState::Open
+            },
+            write: WriteState::Open,
+        }
+    }
+
+    /// The protocol the handshake agreed through ALPN.
+    pub(crate) fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.alpn.as_deref()
+    }
+
+    /// Lowers the number of records sealed with one key (tests reach it).
+    #[cfg(test)]
+    pub(crate) fn set_write_limit(&mut self, records: u64) {
+        self.records.set_write_limit(records);
+    }
+
+    // ===== reading =====
+
+    /// Opens the first record of `inbuf` when it is whole; false when it is
+    /// not (or `inbuf` is empty).
+    fn open_next(&mut self, cx: &mut Context<'_>) -> io::Result<bool> {
+        let len = match record::record_len(&self.inbuf, self.records.is_tls13()) {
+            Ok(Some(len)) => len,
+            Ok(None) => return Ok(false),
+            Err(fatal) => return Err(self.fail(cx, fatal)),
+        };
+        match self.records.open(&mut self.inbuf[..len]) {
+            Ok(Opened::Data(range)) => {
+                self.opened = len;
+                self.plain = range;
+            }
+            Ok(Opened::Control) => {
+                self.inbuf.advance(len);
+                if self.records.has_pending() {
+                    // An answer (our key update, a refused renegotiation):
+                    // sent now if the socket takes it, else before the next
+                    // write.
+                    if let Err(fatal) = self.records.seal_pending(&mut self.out) {
+                        return Err(self.fail(cx, fatal));
+                    }
+                    let _ = self.poll_send(cx);
+                }
+                self.release_inbuf();
+            }
+            Ok(Opened::Closed) => {
+                // RFC 8446 §6.1: data after close_notify is ignored.
+                self.inbuf.clear();
+                self.release_inbuf();
+                self.read = ReadState::Closed;
+            }
+            Err(fatal) => return Err(self.fail(cx, fatal)),
+        }
+        Ok(true)
+    }
+
+    /// Drops the opened record once its plaintext is read.
+    fn consume_record(&mut self) {
+        self.inbuf.advance(self.opened);
+        self.opened = 0;
+        self.release_inbuf();
+    }
+
+    /// Gives the read buffer back to the pool once it holds nothing.
+    fn release_inbuf(&mut self) {
+        if self.inbuf.is_empty() && self.inbuf.capacity() > 0 {
+            give_buf(std::mem::take(&mut self.inbuf));
+        }
+    }
+
+    /// Reads once from the socket; at its end, marks the read side.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.inbuf.capacity() == 0 {
+            self.inbuf = take_buf();
+        }
+        // Room for the whole record when its header is in, so one read can
+        // complete it.
+        let want = match self.inbuf.get(3..5) {
+            Some(len) => record::HEADER_LEN + usize::from(u16::from_be_bytes([len[0], len[1]])),
+            None => 0,
+        };
+        self.inbuf
+            .reserve(want.saturating_sub(self.inbuf.len()).max(READ_MIN));
+        let n = ready!(std::pin::pin!(self.io.read_buf(&mut self.inbuf)).poll(cx))?;
+        if n == 0 {
+            self.read = ReadState::Eof;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// The error a read reports once reading stopped, if it did.
+    fn read_error(&self) -> Option<io::Error> {
+        match &self.read {
+            ReadState::Open | ReadState::Closed => None,
+            ReadState::Eof => Some(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "peer closed connection without sending TLS close_notify",
+            )),
+            ReadState::Failed(err) => Some(io::Error::new(io::ErrorKind::InvalidData, err.clone())),
+        }
+    }
+
+    /// Ends the connection on a fatal error: seals the alert it calls for
+    /// and tries once to send it (RFC 8446 §6.2).
+    fn fail(&mut self, cx: &mut Context<'_>, fatal: Fatal) -> io::Error {
+        tracing::debug!(target: "celer::tls", error = %fatal.error, "connection failed");
+        if let Some(alert) = fatal.alert {
+            if self.write == WriteState::Open {
+                if let Ok(record) = self.records.seal_alert(alert, true) {
+                    self.out.push(record);
+                }
+            }
+            let _ = self.poll_send(cx);
+        }
+        self.write = WriteState::Failed;
+        self.read = ReadState::Failed(fatal.error.clone());
+        io::Error::new(io::ErrorKind::InvalidData, fatal.error)
+    }
+
+    // ===== writing =====
+
+    /// Sends the sealed records; `Ready(Ok)` once none is left.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.out.is_empty() {
+            let n = if self.out.len() == 1 {
+                ready!(Pin::new(&mut self.io).poll_write(cx, &self.out[0][self.out_sent..]))?
+            } else {
+                let mut slices = [IoSlice::new(&[]); SEND_SLICES_MAX];
+                let mut count = 0;
+                for (slot, record) in slices.iter_mut().zip(&self.out) {
+                    let skip = if count == 0 { self.out_sent } else { 0 };
+                    *slot = IoSlice::new(&record[skip..]);
+                    count += 1;
+                }
+                ready!(Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..count]))?
+            };
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Drops the first `n` sent bytes of `out`.
+    fn sent(&mut self, n: usize) {
+        self.out_sent += n;
+        let mut done = 0;
+        while let Some(record) = self.out.get(done) {
+            if self.out_sent < record.len() {
+                break;
+            }
+            self.out_sent -= record.len();
+            done += 1;
+        }
+        self.out.drain(..done);
+    }
+
+    /// Seals up to [`WRITE_MAX`] bytes of `bufs` (not all empty) into
+    /// `out`; returns how many.
+    fn seal(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let mut parts: [&[u8]; WRITE_SLICES_MAX];
+        let (data, taken) = match bufs {
+            [one] => {
+                let part = &one[..one.len().min(WRITE_MAX)];
+                (OutboundChunks::Single(part), part.len())
+            }
+            _ => {
+                parts = [&[]; WRITE_SLICES_MAX];
+                let mut count = 0;
+                let mut taken = 0;
+                for buf in bufs.iter().filter(|buf| !buf.is_empty()) {
+                    if count == WRITE_SLICES_MAX || taken == WRITE_MAX {
+                        break;
+                    }
+                    let part = &buf[..buf.len().min(WRITE_MAX - taken)];
+                    parts[count] = part;
+                    count += 1;
+                    taken += part.len();
+                }
+                (OutboundChunks::new(&parts[..count]), taken)
+            }
+        };
+        match self.records.seal(data, &mut self.out) {
+            Ok(()) => Ok(taken),
+            Err(fatal) => Err(self.fail(cx, fatal)),
+        }
+    }
+}
+
+impl<I: Transport> AsyncRead for TlsStream<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.early.is_empty() {
+            let n = this.early.len().min(buf.remaining());
+            buf.put_slice(&this.early[..n]);
+            this.early.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        let mut read = false;
+        loop {
+            if !this.plain.is_empty() {
+                let n = this.plain.len().min(buf.remaining());
+                buf.put_slice(&this.inbuf[this.plain.start..this.plain.start + n]);
+                this.plain.start += n;
+                read |= n > 0;
+                if !this.plain.is_empty() {
+                    return Poll::Ready(Ok(()));
+                }
+                this.consume_record();
+            }
+            if buf.remaining() == 0 || !matches!(this.read, ReadState::Open) {
+                // Data first; the end or the error on the next read.
+                return Poll::Ready(match this.read_error() {
+                    Some(err) if !read => Err(err),
+                    _ => Ok(()),
+                });
+            }
+            // The records already here first, without touching the socket.
+            match this.open_next(cx) {
+                Ok(true) => continue,
+                Ok(false) if read => return Poll::Ready(Ok(())),
+                Ok(false) => ready!(this.poll_fill(cx))?,
+                Err(_) if read => return Poll::Ready(Ok(())),
+                Err(err) => return Poll::Ready(Err(err)),
+            }
+        }
+    }
+}
+
+impl<I: Transport> AsyncWrite for TlsStream<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let len: usize = bufs.iter().map(|buf| buf.len()).sum();
+        if this.owed > 0 || !this.out.is_empty() {
+            ready!(this.poll_send(cx))?;
+            let settled = this.owed.min(len);
+            this.owed -= settled;
+            if settled > 0 {
+                return Poll::Ready(Ok(settled));
+            }
+        }
+        if len == 0 {
+            return Poll::Ready(Ok(0));
+        }
+        match this.write {
+            WriteState::Open => {}
+            WriteState::Closed => {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "write after TLS close_notify",
+                )));
+            }
+            WriteState::Failed => {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "write after a TLS alert",
+                )));
+            }
+        }
+        let sealed = this.seal(cx, bufs)?;
+        this.owed = sealed;
+        ready!(this.poll_send(cx))?;
+        this.owed = 0;
+        Poll::Ready(Ok(sealed))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_send(cx))?;
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.write == WriteState::Open {
+            // RFC 8446 §6.1: close_notify before closing the write side.
+            if let Ok(record) = this
+                .records
+                .seal_alert(rustls::AlertDescription::CloseNotify, false)
+            {
+                this.out.push(record);
+            }
+            this.write = WriteState::Closed;
+        }
+        ready!(this.poll_send(cx))?;
+        match ready!(Pin::new(&mut this.io).poll_shutdown(cx)) {
+            Err(err) if err.kind() == io::ErrorKind::NotConnected => Poll::Ready(Ok(())),
+            res => Poll::Ready(res),
+        }
+    }
+}
+
+impl<I: Transport> Transport for TlsStream<I> {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Plaintext, a whole record (or a bad one) already here, or the end
+        // is readable at once; otherwise wait for the socket.
+        let buffered = !self.early.is_empty()
+            || !self.plain.is_empty()
+            || !matches!(self.read, ReadState::Open)
+            || !matches!(
+                record::record_len(&self.inbuf, self.records.is_tls13()),
+                Ok(None)
+            );
+        if buffered {
+            return Poll::Ready(Ok(()));
+        }
+        self.io.poll_read_ready(cx)
+    }
+
+    fn has_unread_input(&self) -> bool {
+        self.io.has_unread_input()
+    }
+}
+
+/// A read buffer with at least [`READ_BUF`] bytes of room, from the pool
+/// if it has one.
+fn take_buf() -> BytesMut {
+    POOL.with(|pool| pool.borrow_mut().pop())
+        .unwrap_or_else(|| BytesMut::with_capacity(READ_BUF))
+}
+
+/// Returns an empty read buffer to the pool; one still shared or grown past
+/// a record's size is freed instead.
+fn give_buf(mut buf: BytesMut) {
+    if buf.capacity() > 4 * READ_BUF || !buf.try_reclaim(READ_BUF) {
+        return;
+    }
+    POOL.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        if pool.len() < POOL_MAX {
+            pool.push(buf);
+        }
+    });
+}
