@@ -90,7 +90,10 @@
 //! - `app/`: the [`App`] builder, dispatch as a `tower::Service`
 //!   (`service.rs`: automatic HEAD/OPTIONS/405, `next` fallthrough), route
 //!   builder and status handlers.
-//! - `handler.rs`: handler shapes and [`Next`]; `request/`: [`Request`];
+//! - `handler/`: handler shapes and [`Next`]; `inline.rs` keeps a small
+//!   handler future inside the app's response future instead of boxing it.
+//!   `request/`: [`Request`], whose state allocation `spare.rs` recycles per
+//!   thread; these two are the framework's only `unsafe` code.
 //!   `response/`: [`IntoResponse`] and helpers; `extract/`: extractors and
 //!   rejections; `body.rs`: [`Body`]; `error.rs`: [`Error`].
 //! - `middleware/`: `negotiate/` (the `Accept*` parser, `accept.rs`, sans-IO),

@@ -24,10 +24,12 @@
 //! available through [`Server::builder`]; the types are re-exported here so
 //! an app depends on `celer` alone.
 //!
-//! Each connection gets its own copy of the app's service holding the
-//! client and server addresses, which go into every [`Request`] of that
-//! connection by value: [`Request::remote_addr`] and
-//! [`Request::local_addr`] cost no allocation per request.
+//! Each connection gets its own copy of the app's service: one record of
+//! the app and the connection's client and server addresses, which every
+//! [`Request`] of that connection points to. [`Request::remote_addr`] and
+//! [`Request::local_addr`] cost no allocation per request, and the
+//! reference count a request takes is the connection's, written by its
+//! thread only, not the app's, which every worker thread would share.
 //!
 //! **Architecture Invariant:** this is the only module of `celer` that names
 //! `celer_server`; routing, handlers, extractors and middleware only know
@@ -48,7 +50,7 @@ pub use celer_server::{
 
 #[cfg(doc)]
 use crate::Request;
-use crate::app::{ResponseFuture, Shared};
+use crate::app::{AppConn, ResponseFuture, Shared};
 use crate::request::ConnAddrs;
 use crate::{App, BoxError};
 
@@ -138,24 +140,23 @@ impl App {
 }
 
 /// The app's service for one connection: the app plus the connection's
-/// addresses, copied into each request.
+/// addresses, which each request of the connection holds.
 struct Connection {
-    /// The app; one reference count per connection, not per request.
-    shared: Arc<Shared>,
-    /// Set once at accept, read by every request of the connection.
-    addrs: ConnAddrs,
+    /// One reference count per connection on the app; each request takes
+    /// one on this, which only the connection's thread writes.
+    conn: Arc<AppConn>,
 }
 
 // ===== impl Connection =====
 
 impl Connection {
     fn new(shared: &Arc<Shared>, info: &ConnInfo) -> Connection {
+        let addrs = ConnAddrs {
+            remote: info.remote,
+            local: info.local,
+        };
         Connection {
-            shared: shared.clone(),
-            addrs: ConnAddrs {
-                remote: info.remote,
-                local: info.local,
-            },
+            conn: Arc::new(AppConn::new(shared.clone(), addrs)),
         }
     }
 }
@@ -174,6 +175,6 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> ResponseFuture {
-        self.shared.call(req, self.addrs)
+        self.conn.call(req)
     }
 }

@@ -10,11 +10,14 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use http::Extensions;
+use http::{Extensions, Method};
 
 use crate::extract::DEFAULT_BODY_LIMIT;
 use crate::handler::{BoxHandler, Handler, boxed};
-use crate::router::{ExactIndex, MethodSet, Router, Rule, UrlError, UrlParams};
+use crate::request::ConnAddrs;
+use crate::router::{
+    ExactIndex, MethodSet, N_STANDARD, Router, Rule, UrlError, UrlParams, standard_method,
+};
 
 pub use self::route::RouteBuilder;
 pub use self::service::ResponseFuture;
@@ -49,6 +52,22 @@ pub struct App {
     shared: Arc<Shared>,
     /// Open scopes while building (empty outside `scope` closures).
     scopes: Vec<ScopeFrame>,
+    /// What requests from `Service::call` hold: built on the first call,
+    /// dropped whenever the app changes.
+    conn: Option<Arc<AppConn>>,
+}
+
+/// The app as one connection serves it: the app and the connection's
+/// addresses. Every request holds it.
+///
+/// One per connection under [`serve`](crate::serve), so the reference count
+/// a request takes and gives back is the connection's own, written by one
+/// thread only, and not the app's, which every worker thread would write
+/// for every request.
+pub(crate) struct AppConn {
+    pub(crate) shared: Arc<Shared>,
+    /// Set once, read by every request of the connection.
+    pub(crate) addrs: ConnAddrs,
 }
 
 /// What requests share: everything built by the `App` methods.
@@ -57,6 +76,9 @@ pub(crate) struct Shared {
     pub(crate) router: Router<usize>,
     /// Route ids of the fully static rules by path, tried before the router.
     pub(crate) exact: ExactIndex<usize>,
+    /// For each path of `exact`, by its index there, the route that answers
+    /// each standard method.
+    pub(crate) statics: Vec<StaticRoutes>,
     pub(crate) routes: Vec<Route>,
     names: HashMap<Box<str>, usize>,
     /// App-level middleware, outermost first; they run before routing.
@@ -67,6 +89,14 @@ pub(crate) struct Shared {
     pub(crate) body_limit: usize,
     pub(crate) asterisk: Option<BoxHandler>,
 }
+
+/// The routes of one fully static path: for each standard method but HEAD
+/// (by `standard_index`), the first route that takes it, which is the
+/// route the walk would choose; [`StaticRoutes::NONE`] when no route does.
+/// HEAD is always `NONE`: it may be answered by a GET route, which only the
+/// walk decides.
+#[derive(Clone)]
+pub(crate) struct StaticRoutes(pub(crate) [u32; N_STANDARD]);
 
 #[derive(Clone)]
 pub(crate) struct Route {
@@ -102,6 +132,7 @@ impl App {
             shared: Arc::new(Shared {
                 router: Router::new(),
                 exact: ExactIndex::new(),
+                statics: Vec::new(),
                 routes: Vec::new(),
                 names: HashMap::new(),
                 middleware: Vec::new(),
@@ -111,6 +142,7 @@ impl App {
                 asterisk: None,
             }),
             scopes: Vec::new(),
+            conn: None,
         }
     }
 
@@ -119,7 +151,18 @@ impl App {
     }
 
     fn shared_mut(&mut self) -> &mut Shared {
+        // The cached handle holds a reference; dropped first, it does not
+        // make `make_mut` copy the app.
+        self.conn = None;
         Arc::make_mut(&mut self.shared)
+    }
+
+    /// The handle of requests that come through `Service::call`, without
+    /// connection addresses.
+    pub(crate) fn conn(&mut self) -> &Arc<AppConn> {
+        let shared = &self.shared;
+        self.conn
+            .get_or_insert_with(|| Arc::new(AppConn::new(shared.clone(), ConnAddrs::default())))
     }
 
     /// Adds a route for a set of methods.
@@ -261,7 +304,8 @@ impl App {
     /// app.mount("/api/v1", api);
     /// assert_eq!(app.url_for("item", &[("id", &3)]).unwrap(), "/api/v1/items/3");
     /// ```
-    pub fn mount(&mut self, prefix: &str, sub: App) -> &mut Self {
+    pub fn mount(&mut self, prefix: &str, mut sub: App) -> &mut Self {
+        sub.conn = None;
         let sub = Arc::unwrap_or_clone(sub.shared);
         self.shared_mut().router.merge_types(sub.router.types());
         let parsed = self
@@ -443,13 +487,49 @@ impl fmt::Debug for App {
     }
 }
 
+// ===== impl StaticRoutes =====
+
+impl StaticRoutes {
+    /// No route takes the method.
+    pub(crate) const NONE: u32 = u32::MAX;
+
+    /// Records route `id` for the methods of `methods` that have no route
+    /// yet.
+    fn add(&mut self, id: u32, methods: &MethodSet) {
+        for (idx, slot) in self.0.iter_mut().enumerate() {
+            let Some(method) = standard_method(idx) else {
+                continue;
+            };
+            if *slot == Self::NONE && *method != Method::HEAD && methods.contains(method) {
+                *slot = id;
+            }
+        }
+    }
+}
+
+// ===== impl AppConn =====
+
+impl AppConn {
+    pub(crate) fn new(shared: Arc<Shared>, addrs: ConnAddrs) -> Self {
+        AppConn { shared, addrs }
+    }
+}
+
 // ===== impl Shared =====
 
 impl Shared {
     fn push_route(&mut self, route: Route) -> usize {
         let id = self.routes.len();
         self.router.insert_rule(&route.rule, id);
-        self.exact.insert(&route.rule, id);
+        if let Some(idx) = self.exact.insert(&route.rule, id) {
+            if idx == self.statics.len() {
+                self.statics
+                    .push(StaticRoutes([StaticRoutes::NONE; N_STANDARD]));
+            }
+            if let (Some(statics), Ok(id)) = (self.statics.get_mut(idx), u32::try_from(id)) {
+                statics.add(id, &route.methods);
+            }
+        }
         self.routes.push(route);
         id
     }

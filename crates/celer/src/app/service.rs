@@ -11,11 +11,10 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body::Body as _;
 
-use super::{App, Shared, status};
-use crate::handler::{Next, NextFuture, Pos};
-use crate::request::ConnAddrs;
+use super::{App, AppConn, Shared, StaticRoutes, status};
+use crate::handler::{Dispatched, Next, NextFuture, Pos};
 use crate::response::Response;
-use crate::router::{MethodSet, RawParams};
+use crate::router::{MethodSet, RawParams, standard_index};
 use crate::{Body, BoxError, Request};
 
 impl<B> tower_service::Service<http::Request<B>> for App
@@ -32,22 +31,30 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> ResponseFuture {
-        self.shared.call(req, ConnAddrs::default())
+        self.conn().call(req)
     }
 }
 
-/// The future of [`App`]'s `Service::call`; it never fails.
-#[must_use = "futures do nothing unless polled"]
-#[derive(Debug)]
-pub struct ResponseFuture {
-    inner: NextFuture,
+pin_project_lite::pin_project! {
+    /// The future of [`App`]'s `Service::call`; it never fails.
+    ///
+    /// It is not `Unpin`: a small handler future is stored in it rather than
+    /// boxed, so it is polled pinned (`Box::pin` or `std::pin::pin!` when a
+    /// combinator asks for `Unpin`).
+    #[must_use = "futures do nothing unless polled"]
+    #[derive(Debug)]
+    pub struct ResponseFuture {
+        #[pin]
+        inner: Dispatched,
+    }
 }
 
 impl Future for ResponseFuture {
     type Output = Result<Response, Infallible>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.inner).poll(cx).map(Ok)
+    #[inline(never)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().inner.poll_output(cx)
     }
 }
 
@@ -59,47 +66,69 @@ struct Found {
     head_via_get: bool,
 }
 
-// ===== impl Shared =====
+// ===== impl AppConn =====
 
-impl Shared {
+impl AppConn {
     /// Answers one request from a server: the body of `App`'s
-    /// `Service::call`, with the connection's addresses.
-    pub(crate) fn call<B>(
-        self: &Arc<Self>,
-        req: http::Request<B>,
-        addrs: ConnAddrs,
-    ) -> ResponseFuture
+    /// `Service::call`.
+    #[inline]
+    pub(crate) fn call<B>(self: &Arc<Self>, req: http::Request<B>) -> ResponseFuture
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let req = Request::from_http(req, self.clone(), addrs);
-        let inner = if self.status.is_empty() {
-            self.run_app(0, req)
-        } else {
-            let shared = self.clone();
-            NextFuture::boxed(Box::pin(async move {
-                let res = shared.run_app(0, req).await;
-                status::apply(&shared.status, res).await
-            }))
-        };
-        ResponseFuture { inner }
+        let req = Request::from_http(req, self.clone());
+        let shared = &*self.shared;
+        // The common case, a fully static rule whose chain answers, in
+        // line: it is what `run_app` and `dispatch` would choose.
+        if shared.middleware.is_empty() && shared.status.is_empty() {
+            if let Some(route) = shared.static_route(req.method(), req.path()) {
+                return ResponseFuture {
+                    inner: shared.run_static_route(route, req),
+                };
+            }
+        }
+        ResponseFuture {
+            inner: self.run(req),
+        }
     }
 
-    pub(crate) fn run_app(self: &Arc<Self>, idx: usize, req: Request) -> NextFuture {
+    /// Everything but the common case of [`call`](AppConn::call).
+    #[inline(never)]
+    fn run(self: &Arc<Self>, req: Request) -> Dispatched {
+        let shared = &*self.shared;
+        if shared.status.is_empty() {
+            shared.run_app(0, req)
+        } else {
+            let conn = self.clone();
+            NextFuture::boxed(Box::pin(async move {
+                let shared = &conn.shared;
+                let res = shared.run_app(0, req).into_next().await;
+                status::apply(&shared.status, res).await
+            }))
+            .into()
+        }
+    }
+}
+
+// ===== impl Shared =====
+
+impl Shared {
+    pub(crate) fn run_app(&self, idx: usize, req: Request) -> Dispatched {
         match self.middleware.get(idx) {
-            Some(middleware) => NextFuture::boxed(middleware(req, Next::new(Pos::App(idx + 1)))),
+            Some(middleware) => middleware(req, Next::new(Pos::App(idx + 1))),
             None => self.dispatch(req, 0),
         }
     }
 
+    #[inline]
     pub(crate) fn run_route(
-        self: &Arc<Self>,
+        &self,
         route: usize,
         step: usize,
         nth: usize,
         req: Request,
-    ) -> NextFuture {
+    ) -> Dispatched {
         match self.routes[route].chain.get(step) {
             Some(handler) => {
                 let next = Next::new(Pos::Route {
@@ -107,15 +136,41 @@ impl Shared {
                     step: step + 1,
                     nth,
                 });
-                NextFuture::boxed(handler(req, next))
+                handler(req, next)
             }
             // Past the end of the chain: on to the next matching route.
             None => self.dispatch(req, nth + 1),
         }
     }
 
+    /// Runs the chain of `route`, the best match of a fully static rule.
+    #[inline]
+    fn run_static_route(&self, route: usize, mut req: Request) -> Dispatched {
+        let Some(found) = self.routes.get(route) else {
+            return NextFuture::status(StatusCode::NOT_FOUND).into();
+        };
+        req.set_static_route(found.body_limit.unwrap_or(self.body_limit));
+        match found.chain.first() {
+            Some(handler) => handler(
+                req,
+                Next::new(Pos::Route {
+                    route,
+                    step: 1,
+                    nth: 0,
+                }),
+            ),
+            None => self.dispatch(req, 1),
+        }
+    }
+
     /// Routes `req` to its `nth` matching route (0 is the best match).
-    fn dispatch(self: &Arc<Self>, mut req: Request, nth: usize) -> NextFuture {
+    fn dispatch(&self, req: Request, nth: usize) -> Dispatched {
+        if nth == 0 {
+            if let Some(route) = self.exact_route(req.method(), req.path()) {
+                return self.run_static_route(route, req);
+            }
+        }
+        let mut req = req;
         let Some(found) = self.lookup(req.method(), req.path(), nth) else {
             // No rule matches `*` (rules start with `/`), so it is only
             // looked at when routing found nothing.
@@ -123,9 +178,9 @@ impl Shared {
                 return self.asterisk(req);
             }
             return if nth == 0 {
-                self.no_route(req.method(), req.path())
+                self.no_route(req.method(), req.path()).into()
             } else {
-                NextFuture::status(StatusCode::NOT_FOUND)
+                NextFuture::status(StatusCode::NOT_FOUND).into()
             };
         };
         let route = &self.routes[found.route];
@@ -134,26 +189,46 @@ impl Shared {
         let fut = self.run_route(found.route, 0, nth, req);
         if found.head_via_get {
             // RFC 9110 §9.3.2: HEAD is GET without the content.
-            NextFuture::boxed(Box::pin(async move { strip_body(fut.await) }))
+            let fut = fut.into_next();
+            NextFuture::boxed(Box::pin(async move { strip_body(fut.await) })).into()
         } else {
             fut
         }
     }
 
+    /// The route of a fully static rule that answers a standard method
+    /// but HEAD: the best match, as [`exact_route`](Shared::exact_route)
+    /// finds it, from a table.
+    #[inline]
+    fn static_route(&self, method: &Method, path: &str) -> Option<usize> {
+        let method = standard_index(method)?;
+        let statics = self.statics.get(self.exact.index(path)?)?;
+        match statics.0.get(method) {
+            Some(&route) if route != StaticRoutes::NONE => Some(route as usize),
+            _ => None,
+        }
+    }
+
+    /// The best match among the fully static rules, for any method but
+    /// HEAD: when one takes the method, it is the route the walk would
+    /// visit first.
+    #[inline]
+    fn exact_route(&self, method: &Method, path: &str) -> Option<usize> {
+        if *method == Method::HEAD {
+            return None;
+        }
+        self.exact
+            .get(path)
+            .iter()
+            .copied()
+            .find(|&route| self.routes[route].methods.contains(method))
+    }
+
+    /// Finds the `nth` matching route; for `nth == 0` after
+    /// [`exact_route`](Shared::exact_route) found none.
     fn lookup(&self, method: &Method, path: &str, nth: usize) -> Option<Found> {
         if *method != Method::HEAD {
             if nth == 0 {
-                // A fully static rule is the best match when it takes the
-                // method; the walk would visit it first.
-                for &route in self.exact.get(path) {
-                    if self.routes[route].methods.contains(method) {
-                        return Some(Found {
-                            route,
-                            params: RawParams::EMPTY,
-                            head_via_get: false,
-                        });
-                    }
-                }
                 let found = self
                     .router
                     .find(path, |id| self.routes[*id].methods.contains(method))?;
@@ -233,18 +308,18 @@ impl Shared {
     }
 
     /// `OPTIONS *` (RFC 9110 §9.3.7): the server as a whole.
-    fn asterisk(self: &Arc<Self>, req: Request) -> NextFuture {
+    fn asterisk(&self, req: Request) -> Dispatched {
         if *req.method() != Method::OPTIONS {
-            return NextFuture::status(StatusCode::BAD_REQUEST);
+            return NextFuture::status(StatusCode::BAD_REQUEST).into();
         }
         if let Some(handler) = &self.asterisk {
-            return NextFuture::boxed(handler(req, Next::new(Pos::End)));
+            return handler(req, Next::new(Pos::End));
         }
         let mut allowed = MethodSet::NONE;
         for route in &self.routes {
             allowed |= route.methods.clone();
         }
-        NextFuture::ready(with_allow(StatusCode::OK, allowed))
+        NextFuture::ready(with_allow(StatusCode::OK, allowed)).into()
     }
 }
 

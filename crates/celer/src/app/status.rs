@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 use http::{StatusCode, header};
 
 use crate::Request;
-use crate::handler::{BoxHandler, Next};
+use crate::handler::{BoxHandler, Next, NextFuture};
 use crate::response::{IntoResponse, Response};
 
 /// The statuses a status handler covers: one status or an inclusive range.
@@ -118,6 +118,9 @@ pub(crate) fn middleware(handlers: Vec<(StatusMatch, BoxStatusHandler)>) -> BoxH
     let handlers: Arc<[_]> = handlers.into();
     Arc::new(move |req: Request, next: Next| {
         let handlers = handlers.clone();
-        Box::pin(async move { apply(&handlers, next.run(req).await).await })
+        NextFuture::boxed(Box::pin(async move {
+            apply(&handlers, next.run(req).await).await
+        }))
+        .into()
     })
 }

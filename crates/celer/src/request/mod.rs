@@ -1,5 +1,7 @@
 //! The request type handed to handlers and middleware.
 
+mod spare;
+
 use std::borrow::Cow;
 use std::fmt;
 use std::net::SocketAddr;
@@ -10,7 +12,7 @@ use bytes::Bytes;
 use http::{Extensions, HeaderMap, Method, Uri, Version, header};
 use serde::de::DeserializeOwned;
 
-use crate::app::Shared;
+use crate::app::{AppConn, Shared};
 use crate::extract::rejection::{
     BodyAlreadyTaken, BytesRejection, FormDataError, FormRejection, InvalidParam, InvalidUtf8,
     JsonDataError, JsonRejection, JsonSyntaxError, MissingFormContentType, MissingJsonContentType,
@@ -19,6 +21,8 @@ use crate::extract::rejection::{
 use crate::extract::{FromRequest, read_limited};
 use crate::router::{RawParams, UrlError, UrlParams, decode};
 use crate::{Body, BoxError};
+
+use self::spare::InnerBox;
 
 /// An HTTP request as seen by a handler: the `http` request plus the route's
 /// parameters, the body limit and access to the app's shared state.
@@ -35,23 +39,22 @@ use crate::{Body, BoxError};
 pub struct Request {
     /// Everything lives behind one pointer: a request is moved through
     /// dispatch, middleware, `next` and into the handler's future, and each
-    /// move is then a word instead of a memcpy of some 400 bytes.
-    inner: Box<Inner>,
+    /// move is then a word instead of a memcpy of some 400 bytes. The
+    /// allocation is recycled per thread (see `spare.rs`).
+    inner: InnerBox,
 }
 
 struct Inner {
     http: http::Request<Body>,
-    /// The app that routes this request; gives state and `url_for`.
-    shared: Arc<Shared>,
+    /// The app that routes this request (state, `url_for`) and the
+    /// connection's addresses.
+    conn: Arc<AppConn>,
     /// The parameters of the matched route, resolved against the path as it
-    /// was when the route matched.
-    params: PathParams,
+    /// was when the route matched; `None` for a rule without any.
+    params: Option<PathParams>,
     /// The limit for body extractors, set from the matched route.
     body_limit: usize,
     body_taken: bool,
-    /// The connection's addresses, copied in by the server for each request;
-    /// `None` outside [`serve`](crate::serve).
-    addrs: ConnAddrs,
 }
 
 /// The addresses of the connection a request arrived on.
@@ -63,7 +66,7 @@ pub(crate) struct ConnAddrs {
 
 #[derive(Clone)]
 struct PathParams {
-    names: Option<Arc<[Box<str>]>>,
+    names: Arc<[Box<str>]>,
     raw: RawParams,
 }
 
@@ -102,51 +105,62 @@ pub struct LocalAddr(pub SocketAddr);
 // ===== impl Request =====
 
 impl Request {
-    pub(crate) fn new(http: http::Request<Body>, shared: Arc<Shared>, addrs: ConnAddrs) -> Self {
-        Request::from_http(http, shared, addrs)
-    }
-
     /// Wraps a server's request; its body becomes a [`Body`].
     #[inline]
-    pub(crate) fn from_http<B>(req: http::Request<B>, shared: Arc<Shared>, addrs: ConnAddrs) -> Self
+    pub(crate) fn from_http<B>(req: http::Request<B>, conn: Arc<AppConn>) -> Self
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
         let (parts, body) = req.into_parts();
-        let body_limit = shared.body_limit;
+        let body_limit = conn.shared.body_limit;
         // Written straight into the allocation: building `Inner` on the stack
         // and moving it into a `Box` costs a copy of the whole request.
-        let inner = Box::new_uninit();
+        let inner = InnerBox::alloc();
         let inner = Box::write(
             inner,
             Inner {
                 http: http::Request::from_parts(parts, Body::new(body)),
-                shared,
-                params: PathParams {
-                    names: None,
-                    raw: RawParams::EMPTY,
-                },
+                conn,
+                params: None,
                 body_limit,
                 body_taken: false,
-                addrs,
             },
         );
-        Request { inner }
+        Request {
+            inner: InnerBox::new(inner),
+        }
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.inner.shared
+    /// Where the request's state lives, for tests of its allocation.
+    #[cfg(test)]
+    fn inner_addr(&self) -> *const Inner {
+        &*self.inner
+    }
+
+    pub(crate) fn conn(&self) -> &Arc<AppConn> {
+        &self.inner.conn
     }
 
     pub(crate) fn set_route(&mut self, names: &Arc<[Box<str>]>, raw: RawParams, limit: usize) {
-        // A route without parameters after no route with any: nothing to
-        // replace (the common case of a static route).
-        if raw.len() > 0 || self.inner.params.names.is_some() {
-            self.inner.params = PathParams {
-                names: (raw.len() > 0).then(|| names.clone()),
+        if raw.len() > 0 {
+            self.inner.params = Some(PathParams {
+                names: names.clone(),
                 raw,
-            };
+            });
+            self.inner.body_limit = limit;
+        } else {
+            self.set_static_route(limit);
+        }
+    }
+
+    /// [`set_route`](Request::set_route) for a rule without parameters.
+    #[inline]
+    pub(crate) fn set_static_route(&mut self, limit: usize) {
+        // Nothing to replace after no route with parameters (the common
+        // case of a static route).
+        if self.inner.params.is_some() {
+            self.inner.params = None;
         }
         self.inner.body_limit = limit;
     }
@@ -225,6 +239,7 @@ impl Request {
     /// ```
     pub fn remote_addr(&self) -> Option<SocketAddr> {
         self.inner
+            .conn
             .addrs
             .remote
             .or_else(|| self.extensions().get::<RemoteAddr>().map(|addr| addr.0))
@@ -239,6 +254,7 @@ impl Request {
     /// ```
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.inner
+            .conn
             .addrs
             .local
             .or_else(|| self.extensions().get::<LocalAddr>().map(|addr| addr.0))
@@ -253,7 +269,7 @@ impl Request {
     /// assert_eq!(req.state::<String>().map(String::as_str), Some("db"));
     /// ```
     pub fn state<T: Send + Sync + 'static>(&self) -> Option<&T> {
-        self.inner.shared.state.get::<T>()
+        self.inner.conn.shared.state.get::<T>()
     }
 
     /// The raw query string, if any.
@@ -332,14 +348,17 @@ impl Request {
 
     /// A path parameter as a decoded string.
     pub fn param_str(&self, name: &str) -> Option<Cow<'_, str>> {
-        let names = self.inner.params.names.as_ref()?;
+        let names = &self.inner.params.as_ref()?.names;
         let idx = names.iter().position(|n| &**n == name)?;
         self.raw_param(idx).map(decode)
     }
 
     /// The path parameters as `(name, decoded value)` pairs, in rule order.
     pub fn params(&self) -> impl Iterator<Item = (&str, Cow<'_, str>)> + '_ {
-        let names = self.inner.params.names.as_deref().unwrap_or(&[]);
+        let names = match &self.inner.params {
+            Some(params) => &params.names[..],
+            None => &[],
+        };
         names
             .iter()
             .enumerate()
@@ -347,13 +366,13 @@ impl Request {
     }
 
     fn raw_param(&self, idx: usize) -> Option<&str> {
-        let (start, end) = self.inner.params.raw.range(idx)?;
+        let (start, end) = self.inner.params.as_ref()?.raw.range(idx)?;
         self.path().get(start..end)
     }
 
     /// Builds the URL of a named route; see [`App::url_for`](crate::App::url_for).
     pub fn url_for(&self, name: &str, params: &UrlParams<'_>) -> Result<String, UrlError> {
-        self.inner.shared.url_for(name, params)
+        self.inner.conn.shared.url_for(name, params)
     }
 
     /// The limit, in bytes, that body extractors enforce for this request.
@@ -437,7 +456,7 @@ impl Request {
 
     /// Gives back the `http` request.
     pub fn into_http(self) -> http::Request<Body> {
-        self.inner.http
+        self.inner.into_inner().http
     }
 
     /// A builder for requests outside a server, e.g. in tests and docs.
@@ -525,6 +544,7 @@ impl RequestBuilder {
         let shared = self
             .shared
             .unwrap_or_else(|| crate::App::new().shared().clone());
-        Ok(Request::new(inner, shared, ConnAddrs::default()))
+        let conn = Arc::new(AppConn::new(shared, ConnAddrs::default()));
+        Ok(Request::from_http(inner, conn))
     }
 }

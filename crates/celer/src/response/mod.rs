@@ -44,6 +44,7 @@ const HTML: HeaderValue = HeaderValue::from_static("text/html; charset=utf-8");
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const OCTETS: HeaderValue = HeaderValue::from_static("application/octet-stream");
 
+#[inline]
 fn with_type(body: Body, content_type: HeaderValue) -> Response {
     let mut res = Response::new(body);
     res.headers_mut().insert(header::CONTENT_TYPE, content_type);
@@ -107,6 +108,7 @@ pub fn status(status: StatusCode) -> Response {
 pub struct Json<T>(pub T);
 
 impl<T: Serialize> IntoResponse for Json<T> {
+    #[inline]
     fn into_response(self) -> Response {
         json(&self.0)
     }
@@ -123,6 +125,7 @@ impl<T: Serialize> IntoResponse for Json<T> {
 pub struct Html<T>(pub T);
 
 impl<T: Into<Body>> IntoResponse for Html<T> {
+    #[inline]
     fn into_response(self) -> Response {
         html(self.0)
     }
@@ -135,30 +138,35 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    #[inline]
     fn into_response(self) -> Response {
         self.map(Body::new)
     }
 }
 
 impl IntoResponse for Body {
+    #[inline]
     fn into_response(self) -> Response {
         Response::new(self)
     }
 }
 
 impl IntoResponse for &'static str {
+    #[inline]
     fn into_response(self) -> Response {
         text(self)
     }
 }
 
 impl IntoResponse for String {
+    #[inline]
     fn into_response(self) -> Response {
         text(self)
     }
 }
 
 impl IntoResponse for Cow<'static, str> {
+    #[inline]
     fn into_response(self) -> Response {
         match self {
             Cow::Borrowed(s) => text(s),
@@ -168,42 +176,49 @@ impl IntoResponse for Cow<'static, str> {
 }
 
 impl IntoResponse for &'static [u8] {
+    #[inline]
     fn into_response(self) -> Response {
         with_type(self.into(), OCTETS)
     }
 }
 
 impl IntoResponse for Vec<u8> {
+    #[inline]
     fn into_response(self) -> Response {
         with_type(self.into(), OCTETS)
     }
 }
 
 impl IntoResponse for Bytes {
+    #[inline]
     fn into_response(self) -> Response {
         with_type(self.into(), OCTETS)
     }
 }
 
 impl IntoResponse for StatusCode {
+    #[inline]
     fn into_response(self) -> Response {
         status(self)
     }
 }
 
 impl IntoResponse for () {
+    #[inline]
     fn into_response(self) -> Response {
         Response::new(Body::empty())
     }
 }
 
 impl IntoResponse for Infallible {
+    #[inline]
     fn into_response(self) -> Response {
         match self {}
     }
 }
 
 impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
+    #[inline]
     fn into_response(self) -> Response {
         match self {
             Ok(ok) => ok.into_response(),
@@ -213,6 +228,7 @@ impl<T: IntoResponse, E: IntoResponse> IntoResponse for Result<T, E> {
 }
 
 impl<T: IntoResponse> IntoResponse for (StatusCode, T) {
+    #[inline]
     fn into_response(self) -> Response {
         let mut res = self.1.into_response();
         *res.status_mut() = self.0;
@@ -221,6 +237,7 @@ impl<T: IntoResponse> IntoResponse for (StatusCode, T) {
 }
 
 impl<T: IntoResponse> IntoResponse for (HeaderMap, T) {
+    #[inline]
     fn into_response(self) -> Response {
         let mut res = self.1.into_response();
         res.headers_mut().extend(self.0);
@@ -229,6 +246,7 @@ impl<T: IntoResponse> IntoResponse for (HeaderMap, T) {
 }
 
 impl<T: IntoResponse> IntoResponse for (StatusCode, HeaderMap, T) {
+    #[inline]
     fn into_response(self) -> Response {
         let mut res = (self.1, self.2).into_response();
         *res.status_mut() = self.0;
@@ -237,11 +255,16 @@ impl<T: IntoResponse> IntoResponse for (StatusCode, HeaderMap, T) {
 }
 
 impl<T: IntoResponse, const N: usize> IntoResponse for ([(header::HeaderName, HeaderValue); N], T) {
+    #[inline]
     fn into_response(self) -> Response {
         let mut res = self.1.into_response();
-        for (name, value) in self.0 {
+        let mut fields = self.0.into_iter();
+        for (name, value) in fields.by_ref() {
             res.headers_mut().insert(name, value);
         }
+        // Nothing is left to drop; forgetting the exhausted iterator saves
+        // the call that would look.
+        std::mem::forget(fields);
         res
     }
 }

@@ -34,25 +34,33 @@ impl<V> ExactIndex<V> {
         }
     }
 
-    /// Adds `value` under the path of `rule` if the rule is fully static;
+    /// Adds `value` under the path of `rule` if the rule is fully static,
+    /// and returns the index of that path (see [`index`](Self::index));
     /// other rules are left to the tree.
-    pub(crate) fn insert(&mut self, rule: &Rule, value: V) {
-        let Some(path) = static_path(rule) else {
-            return;
-        };
+    pub(crate) fn insert(&mut self, rule: &Rule, value: V) -> Option<usize> {
+        let path = static_path(rule)?;
         if let Some(idx) = self.position(&path) {
             self.entries[idx].1.push(value);
-            return;
+            return Some(idx);
         }
         self.entries.push((path.into(), vec![value]));
+        let idx = self.entries.len() - 1;
         if self.entries.len() <= LINEAR_ENTRIES {
-            return;
+            return Some(idx);
         }
         if self.entries.len() * 2 > self.slots.len() {
             self.rebuild();
         } else {
-            self.place(self.entries.len() - 1);
+            self.place(idx);
         }
+        Some(idx)
+    }
+
+    /// The index of `path` among the indexed paths: 0 for the first path
+    /// inserted, 1 for the next, and so on.
+    #[inline]
+    pub(crate) fn index(&self, path: &str) -> Option<usize> {
+        self.position(path)
     }
 
     /// The values of the rules whose path is exactly `path`.
@@ -73,6 +81,10 @@ impl<V> ExactIndex<V> {
                 .iter()
                 .position(|(key, _)| same_path(key.as_bytes(), path.as_bytes()));
         }
+        self.hashed_position(path)
+    }
+
+    fn hashed_position(&self, path: &str) -> Option<usize> {
         let mask = self.slots.len() - 1;
         let hash = path_hash(path.as_bytes());
         let tag = hash as u32;

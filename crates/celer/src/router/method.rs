@@ -81,6 +81,7 @@ impl MethodSet {
     /// ```
     /// assert!(celer::MethodSet::ANY.contains(&http::Method::DELETE));
     /// ```
+    #[inline]
     pub fn contains(&self, method: &Method) -> bool {
         if self.bits & ANY_BIT != 0 {
             return true;
@@ -152,6 +153,21 @@ impl MethodSet {
     }
 }
 
+/// How many standard methods a [`MethodSet`] keeps as bits.
+pub(crate) const N_STANDARD: usize = STANDARD.len();
+
+/// The index of a standard method (GET is 0), `None` for extension methods.
+#[inline]
+pub(crate) fn standard_index(method: &Method) -> Option<usize> {
+    STANDARD.iter().position(|(_, standard)| standard == method)
+}
+
+/// The standard method at `idx`, the inverse of [`standard_index`].
+pub(crate) fn standard_method(idx: usize) -> Option<&'static Method> {
+    STANDARD.get(idx).map(|(_, method)| method)
+}
+
+#[inline]
 fn standard_bit(method: &Method) -> Option<u16> {
     STANDARD
         .iter()

@@ -69,6 +69,7 @@ pub use self::rule::Rule;
 pub use self::url::{UrlError, UrlParams};
 
 pub(crate) use self::exact::ExactIndex;
+pub(crate) use self::method::{N_STANDARD, standard_index, standard_method};
 use self::tree::Node;
 pub(crate) use self::tree::{RawParams, decode};
 use self::types::TypeRegistry;

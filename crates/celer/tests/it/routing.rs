@@ -294,3 +294,54 @@ fn static_routes_keep_priority_and_fall_through_with_next() {
         );
     });
 }
+
+#[test]
+fn static_routes_answer_each_method_from_the_first_route_that_takes_it() {
+    // Static rules are routed from a per-method table when the app has no
+    // app-level middleware; the answers must not depend on that.
+    async fn pass(req: Request, next: Next) -> Response {
+        next.run(req).await
+    }
+    for with_middleware in [false, true] {
+        block_on(async {
+            let mut app = App::new();
+            if with_middleware {
+                app.middleware(pass);
+            }
+            app.any("/m", echo("any"));
+            app.get("/m", echo("get"));
+            app.post("/n", echo("post"));
+            app.any("/n", echo("any"));
+            app.route(Method::from_bytes(b"PURGE").unwrap(), "/n", echo("purge"));
+            assert_eq!(get(&app, "/m").await.body, "any");
+            assert_eq!(send(&app, "DELETE", "/m").await.body, "any");
+            assert_eq!(get(&app, "/n").await.body, "any");
+            assert_eq!(send(&app, "POST", "/n").await.body, "post");
+            assert_eq!(send(&app, "PURGE", "/n").await.body, "any");
+            assert_eq!(send(&app, "HEAD", "/n").await.status, StatusCode::OK);
+        });
+    }
+}
+
+#[test]
+fn handlers_that_wait_are_polled_until_they_answer() {
+    // A small handler future is kept in the app's response future, a large
+    // one is boxed; both must be woken and polled again.
+    block_on(async {
+        let mut app = App::new();
+        app.get("/small", |_req: Request| async {
+            tokio::task::yield_now().await;
+            "small"
+        });
+        app.get("/large", |_req: Request| async {
+            let state = [7u8; 256];
+            tokio::task::yield_now().await;
+            format!(
+                "large {}",
+                state.iter().map(|b| usize::from(*b)).sum::<usize>()
+            )
+        });
+        assert_eq!(get(&app, "/small").await.body, "small");
+        assert_eq!(get(&app, "/large").await.body, "large 1792");
+    });
+}

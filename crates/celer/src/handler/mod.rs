@@ -1,10 +1,9 @@
 //! Handlers, middleware and the `next` continuation.
 //!
 //! A handler is an async function of a [`Request`] (and optionally a
-//! [`Next`]) returning anything that implements
-//! [`IntoResponse`](crate::response::IntoResponse). Middleware has the same
-//! shape, `(req, next) -> response`: it may answer by itself or call
-//! [`Next::run`] and work on the response.
+//! [`Next`]) returning anything that implements [`IntoResponse`].
+//! Middleware has the same shape, `(req, next) -> response`: it may answer
+//! by itself or call [`Next::run`] and work on the response.
 //!
 //! `next` continues with what comes after the current step:
 //!
@@ -14,6 +13,10 @@
 //! - after the last step of a chain: the next route whose rule and method
 //!   match (Express and Valum's `next`), or `404 Not Found` if there is none.
 
+mod inline;
+
+use std::convert::Infallible;
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,12 +26,18 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use http::StatusCode;
 
+use self::inline::InlineFuture;
 use crate::Request;
 use crate::response::{IntoResponse, Response};
 
 /// A type-erased handler or middleware.
-pub(crate) type BoxHandler =
-    Arc<dyn Fn(Request, Next) -> BoxFuture<'static, Response> + Send + Sync>;
+pub(crate) type BoxHandler = Arc<dyn Fn(Request, Next) -> Dispatched + Send + Sync>;
+
+/// The boxed future of a handler function too large to keep in place. Its
+/// output is already the output of the app's `Service` future, which polls
+/// it without converting what it yields.
+pub(crate) type HandlerFuture =
+    Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send + 'static>>;
 
 /// An async function usable as a handler or middleware.
 ///
@@ -51,6 +60,14 @@ pub(crate) type BoxHandler =
 pub trait Handler<T>: Send + Sync + 'static {
     /// Calls the handler.
     fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response>;
+
+    /// Calls the handler from the app's dispatch: [`call`](Handler::call)
+    /// by default; handler functions keep a small future in place instead
+    /// of boxing it.
+    #[doc(hidden)]
+    fn call_next(&self, req: Request, next: Next) -> Dispatched {
+        NextFuture::boxed(self.call(req, next)).into()
+    }
 }
 
 impl<F, Fut> Handler<(Request,)> for F
@@ -65,6 +82,11 @@ where
         // size of the one allocation a handler call makes.
         Box::pin(self(req).map(IntoResponse::into_response))
     }
+
+    #[inline]
+    fn call_next(&self, req: Request, _next: Next) -> Dispatched {
+        Dispatched::handler(IntoOutput { fut: self(req) })
+    }
 }
 
 impl<F, Fut> Handler<(Request, Next)> for F
@@ -76,10 +98,48 @@ where
     fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response> {
         Box::pin(self(req, next).map(IntoResponse::into_response))
     }
+
+    #[inline]
+    fn call_next(&self, req: Request, next: Next) -> Dispatched {
+        Dispatched::handler(IntoOutput {
+            fut: self(req, next),
+        })
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A handler function's future, answering the output of the app's
+    /// `Service` future.
+    struct IntoOutput<F> {
+        #[pin]
+        fut: F,
+    }
+}
+
+impl<F> Future for IntoOutput<F>
+where
+    F: Future,
+    F::Output: IntoResponse,
+{
+    type Output = Result<Response, Infallible>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().fut.poll(cx) {
+            Poll::Ready(output) => Poll::Ready(into_output(output)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// A handler's output as the output of the app's `Service` future.
+#[inline]
+fn into_output<T: IntoResponse>(output: T) -> Result<Response, Infallible> {
+    Ok(output.into_response())
 }
 
 pub(crate) fn boxed<H: Handler<T>, T>(handler: H) -> BoxHandler {
-    Arc::new(move |req, next| handler.call(req, next))
+    Arc::new(move |req, next| handler.call_next(req, next))
 }
 
 /// The continuation given to middleware and handlers: what runs next.
@@ -156,10 +216,11 @@ impl Next {
 
     /// Runs the rest of the chain with `req`.
     pub fn run(self, req: Request) -> NextFuture {
-        let shared = req.shared().clone();
+        let conn = req.conn().clone();
+        let shared = &conn.shared;
         match self.pos {
-            Pos::App(idx) => shared.run_app(idx, req),
-            Pos::Route { route, step, nth } => shared.run_route(route, step, nth, req),
+            Pos::App(idx) => shared.run_app(idx, req).into_next(),
+            Pos::Route { route, step, nth } => shared.run_route(route, step, nth, req).into_next(),
             Pos::End => NextFuture::status(http::StatusCode::NOT_FOUND),
         }
     }
@@ -175,10 +236,13 @@ pub struct NextFuture {
 /// future (and the app's `ResponseFuture`, which the server holds and
 /// moves) stays small.
 enum FutureKind {
+    /// A handler function's future.
+    Handler(HandlerFuture),
     /// A response with an empty body and this status, built when polled.
     Status(Option<StatusCode>),
     /// A response built in advance.
     Ready(Option<Box<Response>>),
+    /// Any other future: middleware values, status handlers, HEAD.
     Boxed(BoxFuture<'static, Response>),
 }
 
@@ -201,13 +265,29 @@ impl NextFuture {
             kind: FutureKind::Boxed(fut),
         }
     }
-}
 
-impl Future for NextFuture {
-    type Output = Response;
+    pub(crate) fn handler(fut: HandlerFuture) -> Self {
+        NextFuture {
+            kind: FutureKind::Handler(fut),
+        }
+    }
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
-        match &mut self.get_mut().kind {
+    /// Polls for the app's `Service` output; a handler function's future
+    /// answers in place.
+    #[inline]
+    pub(crate) fn poll_output(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Response, Infallible>> {
+        match &mut self.kind {
+            FutureKind::Handler(fut) => fut.as_mut().poll(cx),
+            _ => self.poll_other(cx).map(Ok),
+        }
+    }
+
+    fn poll_other(&mut self, cx: &mut Context<'_>) -> Poll<Response> {
+        match &mut self.kind {
+            FutureKind::Handler(fut) => fut.as_mut().poll(cx).map(|Ok(res)| res),
             FutureKind::Status(status) => match status.take() {
                 Some(status) => Poll::Ready(crate::response::status(status)),
                 None => Poll::Pending,
@@ -221,8 +301,87 @@ impl Future for NextFuture {
     }
 }
 
+impl Future for NextFuture {
+    type Output = Response;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        self.get_mut().poll_other(cx)
+    }
+}
+
 impl std::fmt::Debug for NextFuture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NextFuture").finish_non_exhaustive()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of a request the app dispatched: a handler
+    /// function's future stored in place when it is small, else a
+    /// [`NextFuture`]. Not part of the API: only [`Handler`] names it.
+    #[doc(hidden)]
+    pub struct Dispatched {
+        #[pin]
+        kind: DispatchedKind,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = DispatchedProj]
+    enum DispatchedKind {
+        Inline { #[pin] fut: InlineFuture },
+        Next { fut: NextFuture },
+    }
+}
+
+impl Dispatched {
+    /// A handler function's future: in place if it fits, else boxed.
+    #[inline]
+    fn handler<F>(fut: F) -> Self
+    where
+        F: Future<Output = Result<Response, Infallible>> + Send + 'static,
+    {
+        let kind = match InlineFuture::new(fut) {
+            Ok(fut) => DispatchedKind::Inline { fut },
+            Err(fut) => DispatchedKind::Next {
+                fut: NextFuture::handler(Box::pin(fut)),
+            },
+        };
+        Dispatched { kind }
+    }
+
+    /// As a [`NextFuture`], which moves a future stored in place to the
+    /// heap (it has not been polled yet).
+    pub(crate) fn into_next(self) -> NextFuture {
+        match self.kind {
+            DispatchedKind::Inline { fut } => NextFuture::handler(Box::pin(fut)),
+            DispatchedKind::Next { fut } => fut,
+        }
+    }
+
+    /// Polls for the app's `Service` output.
+    #[inline]
+    pub(crate) fn poll_output(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Response, Infallible>> {
+        match self.project().kind.project() {
+            DispatchedProj::Inline { fut } => fut.poll(cx),
+            DispatchedProj::Next { fut } => fut.poll_output(cx),
+        }
+    }
+}
+
+impl From<NextFuture> for Dispatched {
+    fn from(fut: NextFuture) -> Self {
+        Dispatched {
+            kind: DispatchedKind::Next { fut },
+        }
+    }
+}
+
+impl fmt::Debug for Dispatched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dispatched").finish_non_exhaustive()
     }
 }
