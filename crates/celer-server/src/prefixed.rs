@@ -31,6 +31,18 @@ impl<I> Prefixed<I> {
     }
 }
 
+/// Moves as much of `src` as fits into `buf`; false when `src` was empty
+/// (the caller reads its stream then).
+pub(crate) fn drain_into(src: &mut Bytes, buf: &mut ReadBuf<'_>) -> bool {
+    if src.is_empty() {
+        return false;
+    }
+    let n = src.len().min(buf.remaining());
+    buf.put_slice(&src[..n]);
+    src.advance(n);
+    true
+}
+
 impl<I: AsyncRead + Unpin> AsyncRead for Prefixed<I> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -38,10 +50,7 @@ impl<I: AsyncRead + Unpin> AsyncRead for Prefixed<I> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.prefix.is_empty() {
-            let n = this.prefix.len().min(buf.remaining());
-            buf.put_slice(&this.prefix[..n]);
-            this.prefix.advance(n);
+        if drain_into(&mut this.prefix, buf) {
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut this.io).poll_read(cx, buf)

@@ -465,12 +465,17 @@ impl<I: Transport> Conn<I> {
         .await
     }
 
-    /// Reads once if bytes are there; `None` when none were.
-    async fn read_ready(&mut self) -> io::Result<Option<usize>> {
+    /// A read buffer (from the pool while idle) with room for a read.
+    fn read_room(&mut self) {
         if self.rbuf.capacity() == 0 {
             self.rbuf = bufio::take_buf();
         }
         self.rbuf.reserve(1024);
+    }
+
+    /// Reads once if bytes are there; `None` when none were.
+    async fn read_ready(&mut self) -> io::Result<Option<usize>> {
+        self.read_room();
         let io = &mut self.io;
         let rbuf = &mut self.rbuf;
         poll_fn(|cx| match poll_read_buf(io, cx, rbuf) {
@@ -482,10 +487,7 @@ impl<I: Transport> Conn<I> {
 
     /// Reads once; `None` when the deadline passed first.
     async fn read_until(&mut self, deadline: Instant) -> io::Result<Option<usize>> {
-        if self.rbuf.capacity() == 0 {
-            self.rbuf = bufio::take_buf();
-        }
-        self.rbuf.reserve(1024);
+        self.read_room();
         let io = &mut self.io;
         let rbuf = &mut self.rbuf;
         let timer = &mut self.timer;

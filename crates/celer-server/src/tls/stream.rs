@@ -29,6 +29,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use rustls::crypto::cipher::OutboundChunks;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
+use crate::prefixed;
 use crate::tls::handshake::Established;
 use crate::tls::record::{self, Fatal, MAX_FRAGMENT, Opened, RecordLayer};
 use crate::transport::Transport;
@@ -350,10 +351,7 @@ impl<I: Transport> AsyncRead for TlsStream<I> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.early.is_empty() {
-            let n = this.early.len().min(buf.remaining());
-            buf.put_slice(&this.early[..n]);
-            this.early.advance(n);
+        if prefixed::drain_into(&mut this.early, buf) {
             return Poll::Ready(Ok(()));
         }
         let mut read = false;

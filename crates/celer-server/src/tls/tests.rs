@@ -632,18 +632,23 @@ async fn read_until(out: &mut (impl AsyncRead + Unpin), seen: &mut String, text:
     }
 }
 
-#[tokio::test]
-async fn openssl_key_updates_both_ways_keep_the_connection() {
-    let (addr, server) = echo_server().await;
-    let mut child = tokio::process::Command::new("openssl")
-        .args(["s_client", "-tls1_3", "-connect"])
+/// `openssl s_client` at `version` to `addr`, its three streams piped.
+fn s_client(version: &str, addr: std::net::SocketAddr) -> tokio::process::Child {
+    tokio::process::Command::new("openssl")
+        .args(["s_client", version, "-connect"])
         .arg(addr.to_string())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("openssl");
+        .expect("openssl")
+}
+
+#[tokio::test]
+async fn openssl_key_updates_both_ways_keep_the_connection() {
+    let (addr, server) = echo_server().await;
+    let mut child = s_client("-tls1_3", addr);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
@@ -668,15 +673,7 @@ async fn openssl_key_updates_both_ways_keep_the_connection() {
 #[tokio::test]
 async fn openssl_renegotiation_over_tls12_is_refused() {
     let (addr, server) = echo_server().await;
-    let mut child = tokio::process::Command::new("openssl")
-        .args(["s_client", "-tls1_2", "-connect"])
-        .arg(addr.to_string())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("openssl");
+    let mut child = s_client("-tls1_2", addr);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     let mut seen = String::new();

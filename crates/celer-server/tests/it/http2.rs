@@ -878,11 +878,7 @@ async fn open_and_cancel(client: &SendRequest<Bytes>, key: &str, nth: u64) {
 
 #[tokio::test]
 async fn rapid_reset_past_the_limit_gets_enhance_your_calm() {
-    let limits = Limits {
-        h2_max_cancelled_streams: 4,
-        ..Limits::default()
-    };
-    let srv = start(limits).await;
+    let srv = start_with_cancel_limit(4).await;
     let key = "h2-rapid-reset";
     let (client, conn) = connect(srv.addr).await;
     for nth in 1..=4 {
@@ -895,17 +891,12 @@ async fn rapid_reset_past_the_limit_gets_enhance_your_calm() {
     assert_eq!(err.reason(), Some(Reason::ENHANCE_YOUR_CALM), "{err:?}");
 
     // Only that connection is cut off.
-    let (fresh, _conn) = connect(srv.addr).await;
-    assert_eq!(fetch(&fresh, get("/hello")).await.status, 200);
+    assert_a_fresh_client_is_served(srv.addr).await;
 }
 
 #[tokio::test]
 async fn a_burst_of_opened_and_reset_streams_gets_enhance_your_calm() {
-    let limits = Limits {
-        h2_max_cancelled_streams: 4,
-        ..Limits::default()
-    };
-    let srv = start(limits).await;
+    let srv = start_with_cancel_limit(4).await;
     let key = "h2-rapid-reset-raw";
     let (mut c, _) = RawH2::handshake(srv.addr).await;
     // The attack as seen in the wild: HEADERS and RST_STREAM, over and
@@ -932,17 +923,12 @@ async fn a_burst_of_opened_and_reset_streams_gets_enhance_your_calm() {
     assert_eq!(code, ENHANCE_YOUR_CALM, "{frames:?}");
     assert!(last < 100, "{last}");
     assert!(gate(key).started_so_far() < 50);
-    let (fresh, _conn) = connect(srv.addr).await;
-    assert_eq!(fetch(&fresh, get("/hello")).await.status, 200);
+    assert_a_fresh_client_is_served(srv.addr).await;
 }
 
 #[tokio::test]
 async fn cancelling_below_the_limit_or_among_many_answers_keeps_the_connection() {
-    let limits = Limits {
-        h2_max_cancelled_streams: 4,
-        ..Limits::default()
-    };
-    let srv = start(limits).await;
+    let srv = start_with_cancel_limit(4).await;
     let key = "h2-cancel-below-limit";
     let (client, conn) = connect(srv.addr).await;
     // At the limit: 4 cancelled out of 4.
@@ -1088,8 +1074,7 @@ async fn a_client_that_never_reads_is_dropped() {
         "the server wrote all {} bytes",
         all.len()
     );
-    let (fresh, _conn) = connect(srv.addr).await;
-    assert_eq!(fetch(&fresh, get("/hello")).await.status, 200);
+    assert_a_fresh_client_is_served(srv.addr).await;
 }
 
 #[tokio::test]
@@ -1221,8 +1206,7 @@ async fn a_continuation_flood_ends_the_connection() {
     assert_eq!(goaway.goaway(), (0, ENHANCE_YOUR_CALM), "{frames:?}");
     assert!(frames.iter().all(|f| f.kind != HEADERS), "{frames:?}");
 
-    let (fresh, _conn) = connect(srv.addr).await;
-    assert_eq!(fetch(&fresh, get("/hello")).await.status, 200);
+    assert_a_fresh_client_is_served(srv.addr).await;
 }
 
 #[tokio::test]
@@ -1289,4 +1273,20 @@ async fn http1_and_pri_requests_share_the_listener() {
     let r = c.response().await;
     assert_eq!(r.status, 505, "{r:?}");
     assert!(c.is_closed().await);
+}
+
+/// A server that ends a connection after `max` cancelled streams (and
+/// half of all).
+async fn start_with_cancel_limit(max: u64) -> crate::support::TestServer {
+    start(Limits {
+        h2_max_cancelled_streams: max,
+        ..Limits::default()
+    })
+    .await
+}
+
+/// A new connection to `addr` gets `/hello` answered.
+async fn assert_a_fresh_client_is_served(addr: std::net::SocketAddr) {
+    let (fresh, _conn) = connect(addr).await;
+    assert_eq!(fetch(&fresh, get("/hello")).await.status, 200);
 }

@@ -48,6 +48,11 @@ async fn start_built(
         })
         .bind()
         .expect("bind");
+    serve(bound)
+}
+
+/// Serves the test routes on `bound` until its shutdown.
+fn serve(bound: celer_server::Bound) -> TestServer {
     let addr = bound
         .tcp_addr()
         .unwrap_or_else(|| "127.0.0.1:9".parse().unwrap());
@@ -67,14 +72,7 @@ pub(crate) async fn start_deferred() -> TestServer {
         .listen(Listen::parse("tcp://127.0.0.1:0").unwrap())
         .bind()
         .expect("bind");
-    let addr = bound.tcp_addr().expect("a TCP listener");
-    let shutdown = Shutdown::new();
-    let task = tokio::spawn(bound.serve(tower::service_fn(route), shutdown.clone()));
-    TestServer {
-        addr,
-        shutdown,
-        task,
-    }
+    serve(bound)
 }
 
 pub(crate) async fn start_default() -> TestServer {
