@@ -142,8 +142,14 @@ pub(crate) fn parse_head(
         let span = unsafe { span.assume_init() };
         let name = &head[span.name.0..span.name.1];
         let name = header_name(name)?;
-        let value = HeaderValue::from_maybe_shared(head.slice(span.value.0..span.value.1))
-            .map_err(|_| Reject::bad("invalid header value"))?;
+        #[allow(unsafe_code)]
+        // SAFETY: httparse accepted every byte of the value, and the bytes it
+        // accepts in a field value (HTAB, 0x20..=0x7E, 0x80..=0xFF) are
+        // exactly the ones `HeaderValue` allows; `valid_field_bytes` in the
+        // tests checks the two sets agree.
+        let value = unsafe {
+            HeaderValue::from_maybe_shared_unchecked(head.slice(span.value.0..span.value.1))
+        };
         facts.observe(&name, &value)?;
         headers.append(name, value);
     }
@@ -287,7 +293,13 @@ fn parse_uri(method: &Method, target: Bytes) -> Result<Uri, Reject> {
                 return Err(bad());
             }
         }
-        Some(_) if method == Method::CONNECT => {}
+        Some(_) if method == Method::CONNECT => {
+            // authority-form
+            if target.contains(&b'#') {
+                return Err(bad());
+            }
+            return Uri::from_maybe_shared(target).map_err(|_| bad());
+        }
         Some(_) => {
             // absolute-form: must carry a scheme and an authority
             let uri = Uri::from_maybe_shared(target).map_err(|_| bad())?;
@@ -298,10 +310,14 @@ fn parse_uri(method: &Method, target: Bytes) -> Result<Uri, Reject> {
         }
         None => return Err(bad()),
     }
-    if target.contains(&b'#') {
-        return Err(bad());
+    // A fragment is not part of a request target; `Uri` would drop it
+    // silently, which shows as a shorter path-and-query.
+    let len = target.len();
+    let uri = Uri::from_maybe_shared(target).map_err(|_| bad())?;
+    match uri.path_and_query() {
+        Some(pq) if pq.as_str().len() == len => Ok(uri),
+        _ => Err(bad()),
     }
-    Uri::from_maybe_shared(target).map_err(|_| bad())
 }
 
 /// What the header section says about framing and the connection.

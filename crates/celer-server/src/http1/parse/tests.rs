@@ -443,3 +443,46 @@ fn known_header_names_agree_with_the_general_parser() {
     }
     assert!(super::header_name(b"bad name").is_err());
 }
+
+/// The value bytes httparse accepts are exactly those `HeaderValue` allows,
+/// which is what lets `parse_head` skip `HeaderValue`'s own check.
+#[test]
+fn valid_field_bytes() {
+    for b in 0..=255u8 {
+        if b == b'\r' || b == b'\n' {
+            continue;
+        }
+        let mut input = b"GET / HTTP/1.1\r\nHost: x\r\nX-Probe: a".to_vec();
+        input.extend_from_slice(&[b, b'b']);
+        input.extend_from_slice(b"\r\n\r\n");
+        let parsed = parse_all(&input, input.len(), &Limits::default());
+        let allowed = HeaderValue::from_bytes(&[b'a', b, b'b']).is_ok();
+        match parsed {
+            Ok(Some(head)) => {
+                assert!(allowed, "byte {b:#04x} parsed but HeaderValue refuses it");
+                assert_eq!(
+                    head.request.headers()["x-probe"].as_bytes(),
+                    [b'a', b, b'b']
+                );
+            }
+            Ok(None) => panic!("byte {b:#04x}: head incomplete"),
+            Err(reject) => {
+                assert!(!allowed, "byte {b:#04x} allowed by HeaderValue but refused");
+                assert_eq!(reject.status, StatusCode::BAD_REQUEST);
+            }
+        }
+    }
+}
+
+#[test]
+fn fragments_are_refused_in_every_target_form() {
+    for target in ["/#frag", "/p?q#f", "/p?q=#", "#", "/%23ok#no"] {
+        let input = format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(err(&input).0, 400, "{target}");
+    }
+    let input = "CONNECT example.com:443#x HTTP/1.1\r\nHost: example.com:443\r\n\r\n";
+    assert_eq!(err(input).0, 400);
+    // an encoded '#' is data, not a fragment
+    let h = ok("GET /%23ok?a=%23 HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(h.request.uri(), "/%23ok?a=%23");
+}
