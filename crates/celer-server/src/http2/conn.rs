@@ -2,8 +2,9 @@
 //! each answered by the service, all in the connection's own task.
 //!
 //! The driver is one `poll_fn` over three things: the streams in flight
-//! (a `FuturesUnordered`, so a stream costs one allocation), the `h2`
-//! connection (accepting streams also writes what the streams queued), and a
+//! (each answer is polled first in a reused box, so a stream answered at
+//! once costs no allocation; one that waits keeps its box in a
+//! `FuturesUnordered`), the `h2` connection (accepting streams also writes what the streams queued), and a
 //! timer whose meaning follows the state: the head timeout before the first
 //! stream, the keep-alive timeout while no stream is open, a grace period
 //! after `GOAWAY`. A new stream is accepted only when the service is ready,
@@ -94,7 +95,14 @@ pub(crate) async fn serve_connection<I, S, B>(
         opened: 0,
         cancelled: 0,
     };
+    // Streams whose answers wait (on the service, the client's window, a
+    // body): each in the box it was first polled in.
     let mut streams = FuturesUnordered::new();
+    // Streams accepted in this turn, not yet run.
+    let mut batch = Vec::new();
+    // The box the next stream's answer is first polled in; kept while
+    // answers finish at their first poll, so those cost no allocation.
+    let mut scratch = None;
     // One turn: finish what streams can, react to shutdown and the timer,
     // accept new streams. Ready when the connection is over.
     let result = poll_fn(|cx| {
@@ -125,6 +133,7 @@ pub(crate) async fn serve_connection<I, S, B>(
             // concurrent-stream limit); the connection is still driven so
             // responses in flight go out.
             let mut accepted = false;
+            let mut service_busy = false;
             loop {
                 match service.poll_ready(cx) {
                     Poll::Ready(Ok(())) => {}
@@ -132,9 +141,13 @@ pub(crate) async fn serve_connection<I, S, B>(
                         let err: BoxError = err.into();
                         tracing::error!(target: "celer::http2", error = %err, "service failed");
                         conn.abrupt_shutdown(Reason::INTERNAL_ERROR);
-                        return conn.poll_closed(cx);
+                        service_busy = true;
+                        break;
                     }
-                    Poll::Pending => return conn.poll_closed(cx),
+                    Poll::Pending => {
+                        service_busy = true;
+                        break;
+                    }
                 }
                 match conn.poll_accept(cx) {
                     Poll::Ready(Some(Ok((request, respond)))) => {
@@ -142,13 +155,36 @@ pub(crate) async fn serve_connection<I, S, B>(
                         // A new stream ends the quiet spell even if it is
                         // answered before `streams` is next seen non-empty.
                         driver.quiet = None;
-                        streams.push(answer(driver.start(&mut service, request, respond)));
+                        batch.push(driver.start(&mut service, request, respond));
                         accepted = true;
                     }
                     Poll::Ready(Some(Err(err))) => return Poll::Ready(Err(err)),
                     Poll::Ready(None) => return Poll::Ready(Ok(())),
                     Poll::Pending => break,
                 }
+            }
+            // Each answer is polled once here, in the scratch box: most
+            // finish at once (a ready service, a body sent in one piece)
+            // and leave the box for the next; one that waits keeps its box
+            // (the future does not move) and joins `streams`.
+            for stream in batch.drain(..) {
+                let mut slot = scratch.take().unwrap_or_else(|| Box::pin(None));
+                slot.set(Some(answer(stream)));
+                let polled = match slot.as_mut().as_pin_mut() {
+                    Some(fut) => fut.poll(cx),
+                    None => Poll::Ready(Ended::Done),
+                };
+                match polled {
+                    Poll::Ready(ended) => {
+                        slot.set(None);
+                        scratch = Some(slot);
+                        driver.ended(ended, &mut conn);
+                    }
+                    Poll::Pending => streams.push(Boxed(slot)),
+                }
+            }
+            if service_busy {
+                return conn.poll_closed(cx);
             }
             // Streams that queued frames have woken this task, so the
             // connection is polled again to write them.
@@ -160,6 +196,22 @@ pub(crate) async fn serve_connection<I, S, B>(
     .await;
     if let Err(err) = result {
         tracing::debug!(target: "celer::http2", error = %err, "connection closed");
+    }
+}
+
+/// A stream's answer that did not finish at its first poll, in the box it
+/// was first polled in (`None` once it has finished there, which a
+/// `Boxed` never holds).
+struct Boxed<F>(Pin<Box<Option<F>>>);
+
+impl<F: Future<Output = Ended>> Future for Boxed<F> {
+    type Output = Ended;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ended> {
+        match self.0.as_mut().as_pin_mut() {
+            Some(fut) => fut.poll(cx),
+            None => Poll::Ready(Ended::Done),
+        }
     }
 }
 
