@@ -248,7 +248,7 @@ def parse_h2load(path):
 
 
 H2_SCENARIO_ORDER = ["h2c", "h2-tls"]
-H2_SERVER_ORDER = ["celer", "nginx", "h2o"]
+H2_SERVER_ORDER = ["celer", "hyper", "h2-raw", "nginx", "h2o"]
 
 
 def summary_h2(path, reference="celer"):

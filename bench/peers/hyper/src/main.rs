@@ -9,7 +9,12 @@
 //! flushed together (`pipeline_flush`). hyper adds the cached `Date` header
 //! itself; `Server` is added here so the head matches the other servers.
 //!
-//! Usage: `peer-hyper --listen tcp://127.0.0.1:PORT`
+//! With `--h2c` it serves HTTP/2 by prior knowledge instead
+//! (`hyper::server::conn::http2` on the `h2` crate, for `bench/compare-h2`):
+//! hyper's defaults, each stream spawned as its own task on the same
+//! current-thread runtime, as hyper does.
+//!
+//! Usage: `peer-hyper --listen tcp://127.0.0.1:PORT [--h2c]`
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -17,11 +22,11 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderValue, SERVER};
-use hyper::server::conn::http1;
+use hyper::header::{HeaderValue, CONTENT_TYPE, SERVER};
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
 static PLAINTEXT: &[u8] = b"Hello, World!";
@@ -41,12 +46,14 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     Ok(resp)
 }
 
-fn parse_args() -> SocketAddr {
+fn parse_args() -> (SocketAddr, bool) {
     let mut args = std::env::args().skip(1);
     let mut addr = None;
+    let mut h2c = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--listen" => addr = args.next(),
+            "--h2c" => h2c = true,
             other => {
                 eprintln!("peer-hyper: unknown argument {other:?}");
                 std::process::exit(2);
@@ -55,14 +62,15 @@ fn parse_args() -> SocketAddr {
     }
     let addr = addr.unwrap_or_else(|| "tcp://127.0.0.1:8080".into());
     let hostport = addr.strip_prefix("tcp://").unwrap_or(&addr);
-    hostport.parse().unwrap_or_else(|e| {
+    let addr = hostport.parse().unwrap_or_else(|e| {
         eprintln!("peer-hyper: bad --listen {addr:?}: {e}");
         std::process::exit(2);
-    })
+    });
+    (addr, h2c)
 }
 
 fn main() {
-    let addr = parse_args();
+    let (addr, h2c) = parse_args();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
@@ -80,6 +88,14 @@ fn main() {
                 }
             };
             let _ = stream.set_nodelay(true);
+            if h2c {
+                tokio::spawn(async move {
+                    let _ = http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service_fn(handle))
+                        .await;
+                });
+                continue;
+            }
             tokio::spawn(async move {
                 let _ = http1::Builder::new()
                     .keep_alive(true)

@@ -980,6 +980,49 @@ async fn a_response_stalled_by_flow_control_is_reset_after_the_write_timeout() {
     assert_eq!(fetch(&fresh, get("/big")).await.body.len(), 1 << 20);
 }
 
+/// Opens a connection whose streams start with a shut send window
+/// (`SETTINGS_INITIAL_WINDOW_SIZE` 0) and sends `GET /hello` on stream 1;
+/// returns once the response head has come.
+async fn hello_with_a_shut_window(addr: SocketAddr) -> RawH2 {
+    let (mut c, _) = RawH2::handshake(addr).await;
+    c.send(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 0])).await;
+    c.until(|f| f.kind == SETTINGS && f.flags & ACK != 0).await;
+    c.get(1, "/hello").await;
+    let head = c.on_stream(1).await;
+    assert_eq!(head.kind, HEADERS, "{head:?}");
+    assert_eq!(status_of(&head.payload), 200);
+    assert_eq!(head.flags & END_STREAM, 0, "{head:?}");
+    c
+}
+
+#[tokio::test]
+async fn a_small_response_waits_in_h2_until_the_window_opens() {
+    let srv = start(short_timeouts()).await;
+    let mut c = hello_with_a_shut_window(srv.addr).await;
+    // Nothing more while the window is shut (and no reset).
+    let early = tokio::time::timeout(Duration::from_millis(100), c.on_stream(1)).await;
+    assert!(early.is_err(), "{early:?}");
+    c.send(&frame(WINDOW_UPDATE, 0, 1, &1000u32.to_be_bytes()))
+        .await;
+    let data = c.on_stream(1).await;
+    assert_eq!(data.kind, DATA, "{data:?}");
+    assert_eq!(data.payload, b"Hello, World!");
+    assert_ne!(data.flags & END_STREAM, 0, "{data:?}");
+}
+
+#[tokio::test]
+async fn a_small_response_held_by_a_shut_window_does_not_hold_the_connection() {
+    let srv = start(short_timeouts()).await;
+    let mut c = hello_with_a_shut_window(srv.addr).await;
+    // The answer is queued in h2 and the handler done: with no stream in
+    // flight, the keep-alive timeout sends GOAWAY and the write timeout
+    // then closes the connection; the body never went out.
+    let rest = c.rest().await;
+    assert!(rest.iter().all(|f| f.kind != DATA), "{rest:?}");
+    assert!(rest.iter().any(|f| f.kind == GOAWAY), "{rest:?}");
+    assert_a_fresh_client_is_served(srv.addr).await;
+}
+
 #[tokio::test]
 async fn a_stalled_request_body_times_out_in_the_service() {
     let srv = start(short_timeouts()).await;
