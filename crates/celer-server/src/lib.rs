@@ -21,6 +21,7 @@
 //! - `prefixed`: bytes read ahead replayed in front of a handed-over stream
 //! - `transport`: the byte streams the engine serves
 //! - `sys`: the few socket calls that need `unsafe`
+//! - `fuzzing`: the fuzz targets' entry points (feature `fuzzing`, and tests)
 //!
 //! # Example
 //!
@@ -43,6 +44,8 @@
 pub mod body;
 mod error;
 pub mod file;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod http1;
 mod http2;
 pub mod limits;

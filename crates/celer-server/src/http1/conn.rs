@@ -12,7 +12,7 @@ use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
@@ -233,7 +233,25 @@ impl<I: Transport> Conn<I> {
                 // readiness that proves stale (the first read went around
                 // the runtime) sends the connection back to wait idle
                 // rather than into a request's state.
-                match self.read_ready().await? {
+                let read = match self.read_ready().await? {
+                    // No bytes, yet still ready: the transport answers
+                    // readiness at once without knowing (the trait's
+                    // default), so going round again would never yield.
+                    // Wait in a read instead, holding the buffer. Boxed:
+                    // rare, and the idle task stays small.
+                    None if self
+                        .io
+                        .poll_read_ready(&mut Context::from_waker(Waker::noop()))
+                        .is_ready() =>
+                    {
+                        match Box::pin(self.read_idle()).await? {
+                            None => return Box::pin(self.close()).await.map(|()| None),
+                            read => read,
+                        }
+                    }
+                    read => read,
+                };
+                match read {
                     Some(0) => return Box::pin(self.close()).await.map(|()| None),
                     Some(_) => {}
                     None => continue,
@@ -271,13 +289,18 @@ impl<I: Transport> Conn<I> {
         if self.shutdown.is_started() {
             return Ok(false);
         }
+        self.wait_idle(Instant::now() + self.idle_timeout()).await
+    }
+
+    /// How long the connection may wait for the client's next request: the
+    /// head timeout for the first, the keep-alive timeout after.
+    fn idle_timeout(&self) -> std::time::Duration {
         let limits = &self.config.limits;
-        let wait = if self.served == 0 {
+        if self.served == 0 {
             limits.head_timeout
         } else {
             limits.keep_alive_timeout
-        };
-        self.wait_idle(Instant::now() + wait).await
+        }
     }
 
     /// Reads and answers requests until the read buffer runs dry: one heap
@@ -481,6 +504,28 @@ impl<I: Transport> Conn<I> {
         poll_fn(|cx| match poll_read_buf(io, cx, rbuf) {
             Poll::Ready(res) => Poll::Ready(res.map(Some)),
             Poll::Pending => Poll::Ready(Ok(None)),
+        })
+        .await
+    }
+
+    /// Waits for the client's next bytes by reading them, holding the read
+    /// buffer: for a transport whose readiness cannot be waited on. `None`
+    /// when the idle deadline passed or shutdown started first.
+    async fn read_idle(&mut self) -> io::Result<Option<usize>> {
+        let deadline = Instant::now() + self.idle_timeout();
+        self.read_room();
+        let io = &mut self.io;
+        let rbuf = &mut self.rbuf;
+        let timer = &mut self.timer;
+        let shutdown = &self.shutdown;
+        poll_fn(|cx| {
+            if let Poll::Ready(res) = poll_read_buf(io, cx, rbuf) {
+                return Poll::Ready(res.map(Some));
+            }
+            if shutdown.poll_started(cx).is_ready() {
+                return Poll::Ready(Ok(None));
+            }
+            poll_deadline(timer, deadline, cx).map(|()| Ok(None))
         })
         .await
     }
@@ -985,8 +1030,8 @@ mod tests {
         // connection-limit permit beside it, the spawned future must stay
         // under ~408 bytes for tokio's task cell to fit the 512-byte size
         // class (ARCHITECTURE.md, "A connection's task holds each thing
-        // once").
-        assert!(size <= 360, "connection future is {size} bytes");
+        // once"): at most 376 here.
+        assert!(size <= 376, "connection future is {size} bytes");
     }
 
     #[derive(Clone)]
@@ -1010,5 +1055,51 @@ mod tests {
 
     fn tower_service_fn() -> Hello {
         Hello
+    }
+
+    /// A transport that keeps the trait's default readiness (answered at
+    /// once) must not make an idle keep-alive connection spin: found by the
+    /// `connection` fuzz target, where the spinning task starved the client
+    /// on the same thread. Client and server share one current-thread
+    /// runtime here, so a spin hangs the runtime and the watchdog reports it.
+    #[test]
+    fn an_idle_connection_on_an_always_ready_transport_waits() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let answers = runtime.block_on(async {
+                let (mut client, server) = tokio::io::duplex(1024);
+                let shutdown = Shutdown::new();
+                let config = Arc::new(Http1Config::default());
+                tokio::spawn(serve_connection(server, Hello, config, &shutdown));
+                let mut answers = Vec::new();
+                for _ in 0..3 {
+                    client
+                        .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                        .await
+                        .unwrap();
+                    let mut buf = vec![0; 1024];
+                    let n = client.read(&mut buf).await.unwrap();
+                    answers.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                    // The server is idle now; let it run before the next request.
+                    for _ in 0..10 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                answers
+            });
+            let _ = done.send(answers);
+        });
+        let answers = finished
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the connection spun instead of waiting for the client");
+        assert_eq!(answers.len(), 3);
+        for answer in answers {
+            assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+            assert!(answer.ends_with("\r\n\r\nhi"), "{answer}");
+        }
     }
 }

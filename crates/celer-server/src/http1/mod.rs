@@ -13,10 +13,10 @@
 
 mod conn;
 pub(crate) mod date;
-mod decode;
+pub(crate) mod decode;
 mod encode;
 mod io;
-mod parse;
+pub(crate) mod parse;
 
 pub(crate) use conn::poll_deadline;
 pub use conn::{Http1Config, serve_connection};

@@ -1,0 +1,494 @@
+//! Entry points for the fuzz targets in `fuzz/`: each takes arbitrary bytes,
+//! drives one parser or a whole connection with them, and asserts
+//! properties, not only the absence of a crash.
+//!
+//! Built with the `fuzzing` feature (the fuzz workspace turns it on) and in
+//! this crate's tests, which replay every input checked in under
+//! `fuzz/corpus/` through the same functions, so a crash the fuzzer found
+//! once stays fixed on stable Rust without the fuzzer.
+//!
+//! - [`request_head`]: `http1::parse`. The outcome is the same whole, byte
+//!   by byte and at every split; a parsed head respects every limit; every
+//!   field value it made without a check is one `HeaderValue` accepts.
+//! - [`request_body`]: `http1::decode`, Content-Length and chunked. The
+//!   outcome is the same whole and in pieces; no more data comes out than
+//!   went in, nor more than the body limit.
+//! - [`connection`]: the HTTP/1.1 engine on an in-memory stream, with time
+//!   paused: the connection ends (no hang) and everything written back is a
+//!   sequence of HTTP/1.1 responses.
+
+use std::convert::Infallible;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body::Body;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tower_service::Service;
+
+use crate::Incoming;
+use crate::http1::decode::{Decoded, Decoder};
+use crate::http1::parse::{self, Parsed};
+use crate::http1::{Http1Config, serve_connection};
+use crate::limits::Limits;
+use crate::shutdown::Shutdown;
+
+/// Inputs longer than this are split at a few points only, not at every
+/// byte (each split parses the input again from its start).
+const EVERY_SPLIT_MAX: usize = 512;
+
+/// Tight limits, so that inputs of a few hundred bytes reach every edge.
+fn small_limits() -> Limits {
+    Limits {
+        max_head_bytes: 512,
+        max_headers: 8,
+        max_uri_bytes: 64,
+        max_body_bytes: Some(256),
+        max_chunk_ext_bytes: 32,
+        max_drain_bytes: 256,
+        head_timeout: Duration::from_secs(2),
+        body_timeout: Duration::from_secs(2),
+        keep_alive_timeout: Duration::from_secs(2),
+        write_timeout: Duration::from_secs(2),
+        ..Limits::default()
+    }
+}
+
+/// The limits chosen by the first byte of a fuzz input, and the rest.
+fn split_input(data: &[u8]) -> (Limits, &[u8]) {
+    match data.split_first() {
+        Some((&selector, rest)) if selector & 1 == 1 => (small_limits(), rest),
+        Some((_, rest)) => (Limits::default(), rest),
+        None => (Limits::default(), data),
+    }
+}
+
+/// The piece sizes an input is fed in: whole, byte by byte and every split
+/// for short inputs; whole, halves and a few odd sizes for long ones.
+fn steps(len: usize) -> Vec<usize> {
+    if len <= EVERY_SPLIT_MAX {
+        (1..=len.max(1)).collect()
+    } else {
+        vec![len, len / 2 + 1, 7, 64, 1000]
+    }
+}
+
+// ===== request heads =====
+
+/// Parses `data` (after a first byte choosing the limits) as a request head
+/// fed in pieces of every size; panics if two disagree or a limit is passed.
+pub fn request_head(data: &[u8]) {
+    let (limits, input) = split_input(data);
+    let whole = parse_in_pieces(input, input.len(), &limits);
+    for step in steps(input.len()) {
+        let parts = parse_in_pieces(input, step, &limits);
+        assert_eq!(
+            parts, whole,
+            "pieces of {step} disagree with the whole input"
+        );
+    }
+    if let HeadOutcome::Complete { head_len, .. } = &whole {
+        assert!(*head_len <= limits.max_head_bytes, "head over its limit");
+    }
+}
+
+/// What parsing an input came to, in a form two runs can compare.
+#[derive(Debug, PartialEq, Eq)]
+enum HeadOutcome {
+    Complete { head_len: usize, summary: String },
+    Partial,
+    Rejected(StatusCode, &'static str),
+}
+
+fn parse_in_pieces(input: &[u8], step: usize, limits: &Limits) -> HeadOutcome {
+    let mut buf = BytesMut::new();
+    for piece in input.chunks(step.max(1)) {
+        buf.extend_from_slice(piece);
+        let before = buf.len();
+        let mut request = Request::new(Incoming::empty());
+        match parse::parse_head(&mut buf, limits, &mut request) {
+            Ok(Parsed::Complete(head)) => {
+                check_request(&request, limits);
+                return HeadOutcome::Complete {
+                    head_len: before - buf.len(),
+                    summary: format!(
+                        "{} {} {:?} {:?} ka={} ec={} up={} {:?}",
+                        request.method(),
+                        request.uri(),
+                        request.version(),
+                        head.body,
+                        head.keep_alive,
+                        head.expect_continue,
+                        head.upgrade,
+                        request.headers()
+                    ),
+                };
+            }
+            Ok(Parsed::Partial) => {}
+            Err(reject) => {
+                assert!(
+                    matches!(
+                        reject.status.as_u16(),
+                        400 | 408 | 413 | 414 | 431 | 501 | 505
+                    ),
+                    "unexpected rejection status {}",
+                    reject.status
+                );
+                return HeadOutcome::Rejected(reject.status, reject.reason);
+            }
+        }
+    }
+    HeadOutcome::Partial
+}
+
+/// A parsed request respects the limits, and each of its field values is
+/// one `HeaderValue::from_bytes` accepts (the parser builds them without
+/// that check).
+fn check_request(request: &Request<Incoming>, limits: &Limits) {
+    assert!(
+        request.headers().len() <= limits.max_headers,
+        "too many fields"
+    );
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |target| target.as_str().len());
+    assert!(
+        target <= limits.max_uri_bytes.max(1),
+        "target over its limit"
+    );
+    for value in request.headers().values() {
+        assert!(
+            HeaderValue::from_bytes(value.as_bytes()).is_ok(),
+            "field value {value:?} is not a valid HeaderValue"
+        );
+    }
+}
+
+// ===== request bodies =====
+
+/// Decodes `data` as a request body: after a first byte choosing the limits
+/// and the framing (chunked, or a Content-Length from the next two bytes),
+/// fed in pieces of every size; panics if two disagree or a limit is passed.
+pub fn request_body(data: &[u8]) {
+    let (limits, rest) = split_input(data);
+    let chunked = data.first().is_none_or(|b| b & 2 == 0);
+    let (len, input) = match rest {
+        [hi, lo, input @ ..] if !chunked => (u64::from(u16::from_be_bytes([*hi, *lo])), input),
+        _ => (0, rest),
+    };
+    let make = || {
+        if chunked {
+            Decoder::chunked()
+        } else {
+            Decoder::length(len)
+        }
+    };
+    let whole = decode_in_pieces(make(), input, input.len(), &limits);
+    for step in steps(input.len()) {
+        let parts = decode_in_pieces(make(), input, step, &limits);
+        assert_eq!(
+            parts, whole,
+            "pieces of {step} disagree with the whole input"
+        );
+    }
+    if let BodyOutcome::Done { data, rest, .. } | BodyOutcome::Partial { data, rest } = &whole {
+        assert!(data.len() + rest.len() <= input.len(), "more out than in");
+        if let Some(max) = limits.max_body_bytes.filter(|_| chunked) {
+            assert!(data.len() as u64 <= max, "body over its limit");
+        }
+        if !chunked {
+            assert!(data.len() as u64 <= len, "more than the Content-Length");
+        }
+    }
+}
+
+/// What decoding an input came to, in a form two runs can compare.
+#[derive(Debug, PartialEq, Eq)]
+enum BodyOutcome {
+    Done {
+        data: Vec<u8>,
+        trailers: Vec<(String, Vec<u8>)>,
+        rest: Vec<u8>,
+    },
+    Partial {
+        data: Vec<u8>,
+        rest: Vec<u8>,
+    },
+    Rejected(StatusCode, &'static str),
+}
+
+fn decode_in_pieces(
+    mut decoder: Decoder,
+    input: &[u8],
+    step: usize,
+    limits: &Limits,
+) -> BodyOutcome {
+    let mut buf = BytesMut::new();
+    let mut data = Vec::new();
+    let mut trailers = Vec::new();
+    let mut pieces = input.chunks(step.max(1));
+    loop {
+        match decoder.decode(&mut buf, limits) {
+            Ok(Decoded::Data(bytes)) => {
+                assert!(!bytes.is_empty(), "an empty data piece");
+                data.extend_from_slice(&bytes);
+            }
+            Ok(Decoded::Trailers(fields)) => {
+                assert!(
+                    fields.len() <= limits.max_headers,
+                    "too many trailer fields"
+                );
+                trailers = fields
+                    .iter()
+                    .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
+                    .collect();
+            }
+            Ok(Decoded::End) => {
+                let mut rest = buf.to_vec();
+                pieces.for_each(|piece| rest.extend_from_slice(piece));
+                return BodyOutcome::Done {
+                    data,
+                    trailers,
+                    rest,
+                };
+            }
+            Ok(Decoded::Partial) => match pieces.next() {
+                Some(piece) => buf.extend_from_slice(piece),
+                None => {
+                    return BodyOutcome::Partial {
+                        data,
+                        rest: buf.to_vec(),
+                    };
+                }
+            },
+            Err(reject) => return BodyOutcome::Rejected(reject.status, reject.reason),
+        }
+    }
+}
+
+// ===== whole connections =====
+
+/// Serves `data` (after a first byte choosing the limits and the size of
+/// the client's writes) as what a client sent on one HTTP/1.1 connection,
+/// with time paused; panics if the connection outlives an hour of virtual
+/// time or writes back anything but HTTP/1.1 responses.
+pub fn connection(data: &[u8]) {
+    let (limits, input) = split_input(data);
+    let step = match data.first() {
+        Some(selector) => usize::from(selector >> 1).max(1),
+        None => 1,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    let output = runtime.block_on(async {
+        let (client, server) = tokio::io::duplex(16 * 1024);
+        let config = Arc::new(Http1Config {
+            limits,
+            http2: false,
+            ..Http1Config::default()
+        });
+        let shutdown = Shutdown::new();
+        let serve = serve_connection(server, Echo, config, &shutdown);
+        let (mut reader, mut writer) = tokio::io::split(client);
+        let write = async move {
+            for piece in input.chunks(step) {
+                if writer.write_all(piece).await.is_err() {
+                    return;
+                }
+            }
+            let _ = writer.shutdown().await;
+        };
+        let read = async move {
+            let mut output = Vec::new();
+            let _ = reader.read_to_end(&mut output).await;
+            output
+        };
+        let all = async { tokio::join!(serve, write, read).2 };
+        tokio::time::timeout(Duration::from_secs(3600), all)
+            .await
+            .expect("the connection did not end within an hour of virtual time")
+    });
+    check_responses(&output);
+}
+
+/// Checks that `output` is a sequence of HTTP/1.1 response heads, each
+/// followed by its body as its framing says; the last may be cut short
+/// (the engine closes a connection whose body failed).
+fn check_responses(mut output: &[u8]) {
+    while !output.is_empty() {
+        assert!(
+            output.starts_with(b"HTTP/1.1 "),
+            "output does not start a response: {:?}",
+            String::from_utf8_lossy(&output[..output.len().min(64)])
+        );
+        let Some(end) = output.windows(4).position(|w| w == b"\r\n\r\n") else {
+            panic!("a response head without its end");
+        };
+        let head = std::str::from_utf8(&output[..end]).expect("a response head in ASCII");
+        let code: u16 = head[9..12].parse().expect("a three-digit status");
+        assert!((100..600).contains(&code), "status {code}");
+        output = &output[end + 4..];
+        if code < 200 || code == 204 || code == 304 || head.contains(HEAD_MARK) {
+            continue;
+        }
+        let field = |name: &str| {
+            head.lines().skip(1).find_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                key.eq_ignore_ascii_case(name).then(|| value.trim())
+            })
+        };
+        if let Some(len) = field("content-length") {
+            let len: usize = len.parse().expect("a numeric content-length");
+            // A body cut short ends the output.
+            output = &output[len.min(output.len())..];
+        } else if field("transfer-encoding").is_some() {
+            output = skip_chunked(output);
+        } else {
+            // Close-delimited: the rest is the body.
+            return;
+        }
+    }
+}
+
+/// The bytes after a chunked body at the front of `output` (an empty slice
+/// when it is cut short).
+fn skip_chunked(mut output: &[u8]) -> &[u8] {
+    loop {
+        let Some(line_end) = output.windows(2).position(|w| w == b"\r\n") else {
+            return &[];
+        };
+        let line = std::str::from_utf8(&output[..line_end]).expect("a chunk size in ASCII");
+        let size = usize::from_str_radix(line, 16).expect("a hexadecimal chunk size");
+        output = &output[line_end + 2..];
+        if size == 0 {
+            // Trailer fields, then the empty line.
+            let Some(end) = output.windows(2).position(|w| w == b"\r\n") else {
+                return &[];
+            };
+            if end == 0 {
+                return &output[2..];
+            }
+            let Some(trailers_end) = output.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return &[];
+            };
+            return &output[trailers_end + 4..];
+        }
+        if output.len() < size + 2 {
+            return &[];
+        }
+        assert_eq!(
+            &output[size..size + 2],
+            b"\r\n",
+            "chunk data not followed by CRLF"
+        );
+        output = &output[size + 2..];
+    }
+}
+
+/// The field [`Echo`] marks its answers to HEAD with, so that
+/// [`check_responses`] knows they carry no body.
+const HEAD_MARK: &str = "x-fuzz-head";
+
+/// The service behind the fuzzed connection: a request to a target that
+/// starts with `/e` gets its own body back, streamed; any other gets the
+/// number of body bytes it sent, once all have been read.
+#[derive(Debug, Clone, Copy)]
+struct Echo;
+
+impl Echo {
+    async fn answer(request: Request<Incoming>) -> Response<Incoming> {
+        if request.uri().path().starts_with("/e") {
+            return Response::new(request.into_body());
+        }
+        let mut body = request.into_body();
+        let mut count = 0;
+        while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            match frame {
+                Ok(frame) => count += frame.data_ref().map_or(0, Bytes::len),
+                Err(_) => break,
+            }
+        }
+        Response::new(Incoming::full(Bytes::from(count.to_string())))
+    }
+}
+
+impl Service<Request<Incoming>> for Echo {
+    type Response = Response<Incoming>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Incoming>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        let head = request.method() == http::Method::HEAD;
+        Box::pin(async move {
+            let mut response = Echo::answer(request).await;
+            if head {
+                response
+                    .headers_mut()
+                    .insert(HEAD_MARK, HeaderValue::from_static("1"));
+            }
+            Ok(response)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    /// Every input checked in for `target`: its corpus and its crashes
+    /// turned into regression inputs.
+    fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+        let mut found = Vec::new();
+        for dir in [
+            root.join("corpus").join(target),
+            root.join("regressions").join(target),
+        ] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries {
+                let path = entry.unwrap().path();
+                found.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+        found.sort();
+        found
+    }
+
+    fn replay(target: &str, run: fn(&[u8])) {
+        let inputs = inputs(target);
+        assert!(!inputs.is_empty(), "no inputs checked in for {target}");
+        for (path, input) in inputs {
+            eprintln!("{target}: {}", path.display());
+            run(&input);
+        }
+    }
+
+    #[test]
+    fn request_head_corpus_replays() {
+        replay("request_head", super::request_head);
+    }
+
+    #[test]
+    fn request_body_corpus_replays() {
+        replay("request_body", super::request_body);
+    }
+
+    #[test]
+    fn connection_corpus_replays() {
+        replay("connection", super::connection);
+    }
+}
