@@ -9,20 +9,24 @@
 //! - `handshake`: the handshake through rustls's unbuffered API, with the
 //!   configuration chosen on the ClientHello; hands the keys over
 //! - `record`: the record layer after the handshake, no IO: opens records in
-//!   place, seals them, key updates, alerts
+//!   place, seals them into one buffer, key updates, alerts
+//! - `aead`: one record's protection with ring's AEADs, in place, as rustls
+//!   would do it byte for byte
 //! - `stream`: `TlsStream`, the engine's transport over `record`
 //! - `redirect`: the plain-HTTP listener service answering 308 to `https`
 //!
-//! rustls does the handshake and all the cryptography; after the handshake
-//! it hands over the traffic keys (its "kernel" API, made for kTLS) and the
-//! records are framed here, so that a request's bytes are decrypted where
-//! they were read and a response is encrypted straight from the engine's
-//! buffers, with no copy through rustls's own buffers (ARCHITECTURE.md,
-//! "What TLS costs a keep-alive request").
+//! rustls does the handshake and derives the keys; after the handshake it
+//! hands over the traffic keys (its "kernel" API, made for kTLS) and the
+//! records are framed and protected here with ring's AEADs, so that a
+//! request's bytes are decrypted where they were read and a response is
+//! copied once from the engine's buffers into the record it is sealed in,
+//! with no copy through rustls's own buffers (ARCHITECTURE.md, "What TLS
+//! costs a keep-alive request").
 //!
 //! **Architecture Invariant:** only this module names rustls.
 
 mod accept;
+mod aead;
 mod config;
 mod handshake;
 mod record;

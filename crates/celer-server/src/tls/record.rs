@@ -1,29 +1,31 @@
 //! The TLS record layer once the handshake is over (RFC 8446 §5, RFC 5246
-//! §6.2): opens the client's records in place and seals the server's, with
-//! the keys rustls agreed. No IO.
+//! §6.2): opens the client's records in place and seals the server's into
+//! one buffer, with the keys rustls agreed. No IO.
 //!
-//! rustls does the handshake and the cryptography: the AEAD of each record
-//! (nonce, additional data, TLS 1.3's inner content type and padding) is a
-//! rustls `MessageDecrypter` or `MessageEncrypter` (from its ring provider,
-//! see [`encrypter`]), and its `KernelConnection` derives the next traffic
-//! secret on a key update. This module frames records and applies the
+//! rustls does the handshake and derives the keys: its `KernelConnection`
+//! hands over the traffic secrets and derives the next ones on a key
+//! update. Each record's AEAD (nonce, additional data, TLS 1.3's inner
+//! content type and padding) is ring's, through `aead::RecordKey`, which
+//! reproduces rustls's ring provider byte for byte but seals in place: a
+//! write's plaintext is copied once, from the caller's slices to the end of
+//! the output buffer right after its record's header, and encrypted there
+//! (see [`RecordLayer::seal`]). This module frames records and applies the
 //! post-handshake rules rustls would (those of its `ExpectTraffic` states
 //! and `CommonState::process_alert`, with the same counters): application
 //! data, alerts, TLS 1.3 key updates, refused TLS 1.2 renegotiation, and a
 //! fatal alert for anything else.
 
+use std::io::IoSlice;
 use std::ops::Range;
 
-use rustls::crypto::cipher::{
-    AeadKey, InboundOpaqueMessage, Iv, MessageDecrypter, MessageEncrypter, OutboundChunks,
-    OutboundPlainMessage,
-};
+use bytes::BytesMut;
 use rustls::kernel::KernelConnection;
 use rustls::server::ServerConnectionData;
 use rustls::{
-    AlertDescription, ConnectionTrafficSecrets, ContentType, Error, ExtractedSecrets,
-    ProtocolVersion, SupportedCipherSuite,
+    AlertDescription, ContentType, Error, ExtractedSecrets, ProtocolVersion, SupportedCipherSuite,
 };
+
+use crate::tls::aead::{MAX_OVERHEAD, RecordKey};
 
 /// Bytes of a record header: type, legacy version, length.
 pub(crate) const HEADER_LEN: usize = 5;
@@ -122,8 +124,10 @@ pub(crate) fn record_len(buf: &[u8], tls13: bool) -> Result<Option<usize>, Fatal
 pub(crate) struct RecordLayer {
     tls13: bool,
     suite: SupportedCipherSuite,
-    decrypter: Box<dyn MessageDecrypter>,
-    encrypter: Box<dyn MessageEncrypter>,
+    /// Opens the client's records.
+    read_key: RecordKey,
+    /// Seals ours.
+    write_key: RecordKey,
     read_seq: u64,
     write_seq: u64,
     /// Records sealed with one key at most: the suite's confidentiality
@@ -171,8 +175,8 @@ impl RecordLayer {
         Ok(RecordLayer {
             tls13,
             suite,
-            decrypter: decrypter(suite, rx)?,
-            encrypter: encrypter(suite, tx)?,
+            read_key: RecordKey::new(tls13, rx)?,
+            write_key: RecordKey::new(tls13, tx)?,
             read_seq,
             write_seq,
             write_limit: limit.min(SEQ_LIMIT),
@@ -200,9 +204,7 @@ impl RecordLayer {
     /// Decrypts `record` (one whole record, header first, as
     /// [`record_len`] measured it) in place and applies it.
     pub(crate) fn open(&mut self, record: &mut [u8]) -> Result<Opened, Fatal> {
-        let typ = ContentType::from(record[0]);
-        let version = ProtocolVersion::from(u16::from_be_bytes([record[1], record[2]]));
-        match typ {
+        match ContentType::from(record[0]) {
             ContentType::ApplicationData | ContentType::Alert | ContentType::Handshake => {}
             // RFC 8446 §5: after the handshake a change_cipher_spec is
             // unexpected; so are heartbeats, which rustls never offers.
@@ -225,26 +227,19 @@ impl RecordLayer {
                 "read sequence exhausted",
             ));
         }
-        let start = record.as_ptr() as usize;
-        let message = InboundOpaqueMessage::new(typ, version, &mut record[HEADER_LEN..]);
-        let plain = self
-            .decrypter
-            .decrypt(message, self.read_seq)
-            .map_err(|err| {
-                let alert = match err {
-                    Error::PeerSentOversizedRecord => AlertDescription::RecordOverflow,
-                    Error::DecryptError => AlertDescription::BadRecordMac,
-                    _ => AlertDescription::UnexpectedMessage,
-                };
-                Fatal::new(alert, err)
-            })?;
+        let (inner, range) = self.read_key.open(self.read_seq, record).map_err(|err| {
+            let alert = match err {
+                Error::PeerSentOversizedRecord => AlertDescription::RecordOverflow,
+                Error::DecryptError => AlertDescription::BadRecordMac,
+                _ => AlertDescription::UnexpectedMessage,
+            };
+            Fatal::new(alert, err)
+        })?;
         self.read_seq += 1;
-        let offset = plain.payload.as_ptr() as usize - start;
-        let range = offset..offset + plain.payload.len();
-        match plain.typ {
+        match inner {
             ContentType::ApplicationData => self.data(range),
-            ContentType::Alert => self.alert(plain.payload),
-            ContentType::Handshake => self.handshake(plain.payload),
+            ContentType::Alert => self.alert(&record[range]),
+            ContentType::Handshake => self.handshake(&record[range]),
             _ => Err(Fatal::message(
                 AlertDescription::UnexpectedMessage,
                 "unexpected record type",
@@ -353,7 +348,7 @@ impl RecordLayer {
             self.key_update_owed = true;
         }
         let (seq, secrets) = self.kernel.update_rx_secret().map_err(internal)?;
-        self.decrypter = decrypter(self.suite, secrets).map_err(internal)?;
+        self.read_key = RecordKey::new(self.tls13, secrets).map_err(internal)?;
         self.read_seq = seq;
         Ok(Opened::Control)
     }
@@ -364,60 +359,89 @@ impl RecordLayer {
         self.alert_owed.is_some() || (self.tls13 && self.key_update_owed)
     }
 
-    /// Seals what the TLS layer owes before more data, into `out`: a
-    /// `no_renegotiation` warning; our key update, when the client asked
-    /// for one or our key is worn out (TLS 1.3).
-    pub(crate) fn seal_pending(&mut self, out: &mut Vec<Vec<u8>>) -> Result<(), Fatal> {
+    /// True when [`RecordLayer::seal_pending`] has a record to seal: one
+    /// owed to the client, or our key update before the key wears out.
+    fn owes_record(&self) -> bool {
+        self.alert_owed.is_some()
+            || (self.tls13 && (self.key_update_owed || self.write_seq >= self.write_limit))
+    }
+
+    /// Seals what the TLS layer owes before more data, at the end of
+    /// `out`: a `no_renegotiation` warning; our key update, when the client
+    /// asked for one or our key is worn out (TLS 1.3).
+    pub(crate) fn seal_pending(&mut self, out: &mut BytesMut) -> Result<(), Fatal> {
         if let Some(description) = self.alert_owed.take() {
-            out.push(self.seal_alert(description, false)?);
+            self.seal_alert(description, false, out)?;
         }
         if self.tls13 && (self.key_update_owed || self.write_seq >= self.write_limit) {
             // KeyUpdate(update_not_requested), under the old key; the
             // records after it use the new one (RFC 8446 §4.6.3).
             let message = [KEY_UPDATE, 0, 0, 1, 0];
-            out.push(self.seal_one(ContentType::Handshake, OutboundChunks::Single(&message))?);
+            self.seal_one(ContentType::Handshake, out, |out| {
+                out.extend_from_slice(&message);
+            })?;
             let (seq, secrets) = self.kernel.update_tx_secret().map_err(internal)?;
-            self.encrypter = encrypter(self.suite, secrets).map_err(internal)?;
+            self.write_key = RecordKey::new(self.tls13, secrets).map_err(internal)?;
             self.write_seq = seq;
             self.key_update_owed = false;
         }
         Ok(())
     }
 
-    /// Seals `data` as application data records of up to [`MAX_FRAGMENT`]
-    /// bytes each, after what [`RecordLayer::seal_pending`] owes.
+    /// Seals the first `len` bytes of `data` (which holds at least that
+    /// many) as application data records of up to [`MAX_FRAGMENT`] bytes
+    /// each, after what [`RecordLayer::seal_pending`] owes, at the end of
+    /// `out`.
+    ///
+    /// Each record is written in place: its header, then its plaintext
+    /// copied from `data` (from as many slices as it spans), then sealed
+    /// where it lies with its tag appended, so the records of one write lie
+    /// back to back, ready for one `write`. On an error the records sealed
+    /// before it stay in `out` (their sequence numbers are spent).
     pub(crate) fn seal(
         &mut self,
-        data: OutboundChunks<'_>,
-        out: &mut Vec<Vec<u8>>,
+        data: &[IoSlice<'_>],
+        len: usize,
+        out: &mut BytesMut,
     ) -> Result<(), Fatal> {
-        let mut rest = data;
-        while !rest.is_empty() {
-            self.seal_pending(out)?;
-            let (fragment, tail) = rest.split_at(MAX_FRAGMENT);
-            out.push(self.seal_one(ContentType::ApplicationData, fragment)?);
-            rest = tail;
+        // Room for every record at once, so the buffer grows once at most.
+        out.reserve(len + len.div_ceil(MAX_FRAGMENT) * MAX_OVERHEAD);
+        let mut plaintext = Plaintext::new(data);
+        let mut left = len;
+        while left > 0 {
+            if self.owes_record() {
+                self.seal_pending(out)?;
+            }
+            let fragment = left.min(MAX_FRAGMENT);
+            self.seal_one(ContentType::ApplicationData, out, |out| {
+                plaintext.copy_to(fragment, out);
+            })?;
+            left -= fragment;
         }
         Ok(())
     }
 
-    /// Seals an alert: a warning (`close_notify`, `no_renegotiation`) or
-    /// the fatal one of a [`Fatal`].
+    /// Seals an alert at the end of `out`: a warning (`close_notify`,
+    /// `no_renegotiation`) or the fatal one of a [`Fatal`].
     pub(crate) fn seal_alert(
         &mut self,
         description: AlertDescription,
         fatal: bool,
-    ) -> Result<Vec<u8>, Fatal> {
+        out: &mut BytesMut,
+    ) -> Result<(), Fatal> {
         let level = if fatal { 2 } else { 1 };
         let alert = [level, u8::from(description)];
-        self.seal_one(ContentType::Alert, OutboundChunks::Single(&alert))
+        self.seal_one(ContentType::Alert, out, |out| out.extend_from_slice(&alert))
     }
 
+    /// Seals one record of type `typ` at the end of `out`, whose plaintext
+    /// `fill` appends.
     fn seal_one(
         &mut self,
         typ: ContentType,
-        payload: OutboundChunks<'_>,
-    ) -> Result<Vec<u8>, Fatal> {
+        out: &mut BytesMut,
+        fill: impl FnOnce(&mut BytesMut),
+    ) -> Result<(), Fatal> {
         // Data stops at the key's limit (TLS 1.3 changes keys before it,
         // TLS 1.2 cannot: rustls closes then too); a key update or an alert
         // may still go out, short of the sequence space's end.
@@ -431,84 +455,51 @@ impl RecordLayer {
                 "traffic keys exhausted",
             ));
         }
-        let message = OutboundPlainMessage {
-            typ,
-            version: ProtocolVersion::TLSv1_2,
-            payload,
-        };
-        let sealed = self
-            .encrypter
-            .encrypt(message, self.write_seq)
+        self.write_key
+            .seal(self.write_seq, typ, out, fill)
             .map_err(internal)?;
         self.write_seq += 1;
-        Ok(sealed.encode())
+        Ok(())
+    }
+}
+
+/// The plaintext of a write: the caller's slices, taken front to back, a
+/// record's worth at a time.
+#[derive(Debug)]
+pub(crate) struct Plaintext<'a> {
+    /// The slices not yet taken, whole.
+    rest: std::slice::Iter<'a, IoSlice<'a>>,
+    /// What is left of the slice being taken.
+    current: &'a [u8],
+}
+
+impl<'a> Plaintext<'a> {
+    /// The plaintext of `data`, in order.
+    pub(crate) fn new(data: &'a [IoSlice<'a>]) -> Plaintext<'a> {
+        Plaintext {
+            rest: data.iter(),
+            current: &[],
+        }
+    }
+
+    /// Appends the next `n` bytes to `out` (fewer if the slices end first).
+    pub(crate) fn copy_to(&mut self, mut n: usize, out: &mut BytesMut) {
+        while n > 0 {
+            if self.current.is_empty() {
+                match self.rest.next() {
+                    Some(slice) => self.current = slice,
+                    None => return,
+                }
+                continue;
+            }
+            let (taken, rest) = self.current.split_at(n.min(self.current.len()));
+            out.extend_from_slice(taken);
+            self.current = rest;
+            n -= taken.len();
+        }
     }
 }
 
 fn internal(error: Error) -> Fatal {
     Fatal::new(AlertDescription::InternalError, error)
-}
-
-/// The decrypter for the client's records under `secrets` (ring's, as
-/// [`encrypter`]).
-fn decrypter(
-    suite: SupportedCipherSuite,
-    secrets: ConnectionTrafficSecrets,
-) -> Result<Box<dyn MessageDecrypter>, Error> {
-    let (key, iv) = key_iv(secrets)?;
-    Ok(match ring_twin(suite)? {
-        SupportedCipherSuite::Tls13(s) => s.aead_alg.decrypter(key, iv),
-        SupportedCipherSuite::Tls12(s) => {
-            let shape = s.aead_alg.key_block_shape();
-            s.aead_alg
-                .decrypter(key, &iv.as_ref()[..shape.fixed_iv_len])
-        }
-    })
-}
-
-/// The encrypter for the server's records under `secrets`.
-///
-/// It is ring's AEAD for the suite rustls negotiated (rustls's ring
-/// provider, compiled in beside aws-lc-rs, which keeps the handshakes):
-/// aws-lc's AES-GCM sealing key checks that the sequence numbers it seals
-/// with start at 0 and only increase (FIPS nonce-uniqueness), and the keys
-/// handed over after the handshake start past 0 (rustls sealed the session
-/// tickets, or the Finished message, with the first ones). ring's records
-/// also cost less: 1,040 instructions to seal a 140-byte response and 860
-/// to open a 45-byte request, against aws-lc's 1,330 and 1,250.
-fn encrypter(
-    suite: SupportedCipherSuite,
-    secrets: ConnectionTrafficSecrets,
-) -> Result<Box<dyn MessageEncrypter>, Error> {
-    let (key, iv) = key_iv(secrets)?;
-    Ok(match ring_twin(suite)? {
-        SupportedCipherSuite::Tls13(s) => s.aead_alg.encrypter(key, iv),
-        SupportedCipherSuite::Tls12(s) => {
-            // rustls's TLS 1.2 secrets hold the fixed IV, then the
-            // explicit nonce's starting point.
-            let shape = s.aead_alg.key_block_shape();
-            let (fixed, explicit) = iv.as_ref().split_at(shape.fixed_iv_len);
-            s.aead_alg
-                .encrypter(key, fixed, &explicit[..shape.explicit_nonce_len])
-        }
-    })
-}
-
-/// The same suite in rustls's ring provider.
-fn ring_twin(suite: SupportedCipherSuite) -> Result<SupportedCipherSuite, Error> {
-    rustls::crypto::ring::ALL_CIPHER_SUITES
-        .iter()
-        .find(|ring| ring.suite() == suite.suite())
-        .copied()
-        .ok_or_else(|| Error::General(format!("no ring AEAD for {:?}", suite.suite())))
-}
-
-fn key_iv(secrets: ConnectionTrafficSecrets) -> Result<(AeadKey, Iv), Error> {
-    match secrets {
-        ConnectionTrafficSecrets::Aes128Gcm { key, iv }
-        | ConnectionTrafficSecrets::Aes256Gcm { key, iv }
-        | ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => Ok((key, iv)),
-        // `ConnectionTrafficSecrets` is non-exhaustive.
-        _ => Err(Error::General("keys of an unknown AEAD".to_owned())),
-    }
 }

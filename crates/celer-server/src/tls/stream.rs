@@ -3,10 +3,13 @@
 //!
 //! Reads take the socket's bytes into a pooled buffer and open each record
 //! in place there; the plaintext is copied once, into the caller's buffer.
-//! Writes seal the caller's whole batch (up to 4 records of 16 KiB) and
-//! send the records in one `write`/`writev`. An idle connection holds no
-//! buffer: the read buffer goes back to a per-thread pool once its records
-//! are read, and sealed records are freed once sent.
+//! Writes seal the caller's whole batch (up to 4 records of 16 KiB, from
+//! any number of slices) into one pooled output buffer, each record's
+//! plaintext copied once right after its header and encrypted there, and
+//! send the records in one `write`. An idle connection holds no buffer: the
+//! read buffer goes back to a per-thread pool once its records are read,
+//! and the output buffer once its records are sent (one pool for both, so
+//! a keep-alive request and its response cycle through one buffer).
 //!
 //! **A write is reported only once its records are on the socket.** A record
 //! cannot be taken back once sealed (its sequence number is spent), so when
@@ -26,7 +29,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes, BytesMut};
-use rustls::crypto::cipher::OutboundChunks;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 use crate::prefixed;
@@ -39,22 +41,20 @@ use crate::transport::Transport;
 /// sealed output (with the engine's copy of it) until the write timeout.
 const WRITE_MAX: usize = 4 * MAX_FRAGMENT;
 
-/// Buffers of one vectored write sealed at most (the rest waits for the
-/// next write).
-const WRITE_SLICES_MAX: usize = 16;
-
-/// Sealed records sent in one `writev` at most (a write's, and a key
-/// update or an alert before them).
-const SEND_SLICES_MAX: usize = 8;
-
-/// Capacity of a pooled read buffer: a keep-alive request's records fit; a
-/// longer record grows it.
+/// Capacity of a new pooled buffer: a keep-alive request's records, or a
+/// response's, fit; a longer record or a larger write grows it.
 const READ_BUF: usize = 8 * 1024;
+
+/// Capacity past which a buffer is freed rather than pooled: a whole
+/// write's records (64 KiB of plaintext and their overhead) fit below it,
+/// so a large response does not allocate an output buffer per write. The
+/// pool holds at most [`POOL_MAX`] of them, 1.25 MiB per thread.
+const POOL_BUF_MAX: usize = WRITE_MAX + 16 * 1024;
 
 /// Spare room asked of the read buffer before a read, at least.
 const READ_MIN: usize = 2 * 1024;
 
-/// Read buffers kept per thread at most.
+/// Buffers (read and output) kept per thread at most.
 const POOL_MAX: usize = 16;
 
 thread_local! {
@@ -102,9 +102,10 @@ pub(crate) struct TlsStream<I> {
     opened: usize,
     /// The opened record's plaintext not yet read, as a range of `inbuf`.
     plain: Range<usize>,
-    /// Sealed records waiting for the socket, oldest first.
-    out: Vec<Vec<u8>>,
-    /// Bytes of `out[0]` already sent.
+    /// Sealed records waiting for the socket, back to back, oldest first.
+    /// Taken from the pool to seal and given back once all are sent.
+    out: BytesMut,
+    /// Bytes at the front of `out` already sent.
     out_sent: usize,
     /// Plaintext bytes sealed into `out` that the writer was not yet told
     /// were written (see the module docs).
@@ -148,7 +149,7 @@ impl<I: Transport> TlsStream<I> {
             inbuf,
             opened: 0,
             plain: 0..0,
-            out: Vec::new(),
+            out: BytesMut::new(),
             out_sent: 0,
             owed: 0,
             read: if peer_closed {
@@ -192,7 +193,7 @@ impl<I: Transport> TlsStream<I> {
                     // An answer (our key update, a refused renegotiation):
                     // sent now if the socket takes it, else before the next
                     // write.
-                    if let Err(fatal) = self.records.seal_pending(&mut self.out) {
+                    if let Err(fatal) = self.records.seal_pending(held(&mut self.out)) {
                         return Err(self.fail(cx, fatal));
                     }
                     let _ = self.poll_send(cx);
@@ -212,7 +213,13 @@ impl<I: Transport> TlsStream<I> {
 
     /// Drops the opened record once its plaintext is read.
     fn consume_record(&mut self) {
-        self.inbuf.advance(self.opened);
+        if self.inbuf.len() == self.opened {
+            // The usual case: nothing after it. Emptied from the start, the
+            // buffer goes back to the pool without moving its offset.
+            self.inbuf.clear();
+        } else {
+            self.inbuf.advance(self.opened);
+        }
         self.opened = 0;
         self.release_inbuf();
     }
@@ -262,9 +269,8 @@ impl<I: Transport> TlsStream<I> {
         tracing::debug!(target: "celer::tls", error = %fatal.error, "connection failed");
         if let Some(alert) = fatal.alert {
             if self.write == WriteState::Open {
-                if let Ok(record) = self.records.seal_alert(alert, true) {
-                    self.out.push(record);
-                }
+                // Best effort: the connection fails either way.
+                let _ = self.records.seal_alert(alert, true, held(&mut self.out));
             }
             let _ = self.poll_send(cx);
         }
@@ -275,69 +281,35 @@ impl<I: Transport> TlsStream<I> {
 
     // ===== writing =====
 
-    /// Sends the sealed records; `Ready(Ok)` once none is left.
+    /// Sends the sealed records; `Ready(Ok)` once none is left, with the
+    /// output buffer back in the pool.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while !self.out.is_empty() {
-            let n = if self.out.len() == 1 {
-                ready!(Pin::new(&mut self.io).poll_write(cx, &self.out[0][self.out_sent..]))?
-            } else {
-                let mut slices = [IoSlice::new(&[]); SEND_SLICES_MAX];
-                let mut count = 0;
-                for (slot, record) in slices.iter_mut().zip(&self.out) {
-                    let skip = if count == 0 { self.out_sent } else { 0 };
-                    *slot = IoSlice::new(&record[skip..]);
-                    count += 1;
-                }
-                ready!(Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..count]))?
-            };
+        while self.out_sent < self.out.len() {
+            let unsent = &self.out[self.out_sent..];
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, unsent))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            self.sent(n);
+            self.out_sent += n;
+        }
+        if self.out.capacity() > 0 {
+            self.out.clear();
+            self.out_sent = 0;
+            give_buf(std::mem::take(&mut self.out));
         }
         Poll::Ready(Ok(()))
     }
 
-    /// Drops the first `n` sent bytes of `out`.
-    fn sent(&mut self, n: usize) {
-        self.out_sent += n;
-        let mut done = 0;
-        while let Some(record) = self.out.get(done) {
-            if self.out_sent < record.len() {
-                break;
-            }
-            self.out_sent -= record.len();
-            done += 1;
-        }
-        self.out.drain(..done);
-    }
-
-    /// Seals up to [`WRITE_MAX`] bytes of `bufs` (not all empty) into
-    /// `out`; returns how many.
-    fn seal(&mut self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let mut parts: [&[u8]; WRITE_SLICES_MAX];
-        let (data, taken) = match bufs {
-            [one] => {
-                let part = &one[..one.len().min(WRITE_MAX)];
-                (OutboundChunks::Single(part), part.len())
-            }
-            _ => {
-                parts = [&[]; WRITE_SLICES_MAX];
-                let mut count = 0;
-                let mut taken = 0;
-                for buf in bufs.iter().filter(|buf| !buf.is_empty()) {
-                    if count == WRITE_SLICES_MAX || taken == WRITE_MAX {
-                        break;
-                    }
-                    let part = &buf[..buf.len().min(WRITE_MAX - taken)];
-                    parts[count] = part;
-                    count += 1;
-                    taken += part.len();
-                }
-                (OutboundChunks::new(&parts[..count]), taken)
-            }
-        };
-        match self.records.seal(data, &mut self.out) {
+    /// Seals the first `len` bytes of `bufs` (`len` is their total, not
+    /// 0), up to [`WRITE_MAX`], at the end of `out`; returns how many.
+    fn seal(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+        len: usize,
+    ) -> io::Result<usize> {
+        let taken = len.min(WRITE_MAX);
+        match self.records.seal(bufs, taken, held(&mut self.out)) {
             Ok(()) => Ok(taken),
             Err(fatal) => Err(self.fail(cx, fatal)),
         }
@@ -365,6 +337,11 @@ impl<I: Transport> AsyncRead for TlsStream<I> {
                     return Poll::Ready(Ok(()));
                 }
                 this.consume_record();
+                if read && this.inbuf.is_empty() {
+                    // Nothing more here: the next record waits for the
+                    // socket, which only the next read asks.
+                    return Poll::Ready(Ok(()));
+                }
             }
             if buf.remaining() == 0 || !matches!(this.read, ReadState::Open) {
                 // Data first; the end or the error on the next read.
@@ -427,7 +404,7 @@ impl<I: Transport> AsyncWrite for TlsStream<I> {
                 )));
             }
         }
-        let sealed = this.seal(cx, bufs)?;
+        let sealed = this.seal(cx, bufs, len)?;
         this.owed = sealed;
         ready!(this.poll_send(cx))?;
         this.owed = 0;
@@ -448,12 +425,12 @@ impl<I: Transport> AsyncWrite for TlsStream<I> {
         let this = self.get_mut();
         if this.write == WriteState::Open {
             // RFC 8446 §6.1: close_notify before closing the write side.
-            if let Ok(record) = this
-                .records
-                .seal_alert(rustls::AlertDescription::CloseNotify, false)
-            {
-                this.out.push(record);
-            }
+            // Best effort: the socket closes either way.
+            let _ = this.records.seal_alert(
+                rustls::AlertDescription::CloseNotify,
+                false,
+                held(&mut this.out),
+            );
             this.write = WriteState::Closed;
         }
         ready!(this.poll_send(cx))?;
@@ -486,17 +463,25 @@ impl<I: Transport> Transport for TlsStream<I> {
     }
 }
 
-/// A read buffer with at least [`READ_BUF`] bytes of room, from the pool
-/// if it has one.
+/// `buf`, first taken from the pool if the connection holds none.
+fn held(buf: &mut BytesMut) -> &mut BytesMut {
+    if buf.capacity() == 0 {
+        *buf = take_buf();
+    }
+    buf
+}
+
+/// A buffer with at least [`READ_BUF`] bytes of room, from the pool if it
+/// has one.
 fn take_buf() -> BytesMut {
     POOL.with(|pool| pool.borrow_mut().pop())
         .unwrap_or_else(|| BytesMut::with_capacity(READ_BUF))
 }
 
-/// Returns an empty read buffer to the pool; one still shared or grown past
-/// a record's size is freed instead.
+/// Returns an empty buffer to the pool; one still shared or grown past
+/// [`POOL_BUF_MAX`] is freed instead.
 fn give_buf(mut buf: BytesMut) {
-    if buf.capacity() > 4 * READ_BUF || !buf.try_reclaim(READ_BUF) {
+    if buf.capacity() > POOL_BUF_MAX || !buf.try_reclaim(READ_BUF) {
         return;
     }
     POOL.with(|pool| {

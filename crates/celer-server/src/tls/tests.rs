@@ -2,10 +2,11 @@
 //! in-memory pipe: records split and joined, key updates both ways, alerts,
 //! `close_notify`, and writes the socket takes only in part.
 
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Waker};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -275,6 +276,58 @@ fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()
 }
 
+/// A transport that counts the writes the server makes to it.
+struct CountWrites<T> {
+    io: T,
+    writes: Arc<AtomicUsize>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for CountWrites<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for CountWrites<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let res = Pin::new(&mut self.io).poll_write(cx, buf);
+        if res.is_ready() {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        res
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let res = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if res.is_ready() {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        res
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl Transport for CountWrites<DuplexStream> {}
+
 // ===== tests =====
 
 #[tokio::test]
@@ -320,6 +373,45 @@ async fn a_large_write_goes_out_as_full_records() {
             "{lengths:?}"
         );
         drop(server.await.unwrap());
+    }
+}
+
+#[tokio::test]
+async fn a_vectored_write_is_sealed_from_every_slice_and_sent_in_one_write() {
+    for version in BOTH {
+        let (client_io, server_io) = tokio::io::duplex(1024 * 1024);
+        let writes = Arc::new(AtomicUsize::new(0));
+        let server_io = CountWrites {
+            io: server_io,
+            writes: writes.clone(),
+        };
+        let config = client_config(version, false);
+        let (mut client, mut stream) = connect_over(config, client_io, server_io).await;
+        let slices = [
+            pattern(3),
+            Vec::new(),
+            pattern(20_000),
+            pattern(1),
+            pattern(30_000),
+            pattern(20_000),
+        ];
+        let bufs: Vec<IoSlice<'_>> = slices.iter().map(|s| IoSlice::new(s)).collect();
+        let before = writes.load(Ordering::Relaxed);
+        let n = std::future::poll_fn(|cx| Pin::new(&mut stream).poll_write_vectored(cx, &bufs))
+            .await
+            .unwrap();
+        // A write's limit, four full records, sealed across the slices and
+        // sent in one write to the socket.
+        assert_eq!(n, 4 * MAX_FRAGMENT);
+        assert_eq!(writes.load(Ordering::Relaxed) - before, 1);
+        let whole = slices.concat();
+        assert!(client.recv(n).await.unwrap() == whole[..n]);
+        let lengths = client.record_lengths();
+        let full = &lengths[lengths.len() - 4..];
+        assert!(full.iter().all(|len| *len > MAX_FRAGMENT), "{lengths:?}");
+        // The rest on the next write.
+        stream.write_all(&whole[n..]).await.unwrap();
+        assert!(client.recv(whole.len() - n).await.unwrap() == whole[n..]);
     }
 }
 
