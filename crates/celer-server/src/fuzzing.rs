@@ -133,7 +133,7 @@ fn parse_in_pieces(input: &[u8], step: usize, limits: &Limits) -> HeadOutcome {
                 assert!(
                     matches!(
                         reject.status.as_u16(),
-                        400 | 408 | 413 | 414 | 431 | 501 | 505
+                        400 | 413 | 414 | 417 | 431 | 501 | 505
                     ),
                     "unexpected rejection status {}",
                     reject.status

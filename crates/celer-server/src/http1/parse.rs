@@ -86,6 +86,11 @@ pub(crate) fn parse_head(
     limits: &Limits,
     request: &mut Request<Incoming>,
 ) -> Result<Parsed, Reject> {
+    if buf.len() > first_limit(limits) {
+        if let Some(reject) = limit_on_prefix(buf, limits) {
+            return Err(reject);
+        }
+    }
     let mut spans = [MaybeUninit::<Span>::uninit(); HEADERS_CAP];
     let max_headers = limits.max_headers.min(HEADERS_CAP);
     let (len, method, path, version, count) = {
@@ -95,7 +100,7 @@ pub(crate) fn parse_head(
         let len = match status {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return partial(buf, limits),
-            Err(httparse::Error::Version) if version_may_follow(buf) => {
+            Err(httparse::Error::Version) if other_version(buf).is_none() => {
                 return partial(buf, limits);
             }
             Err(err) => return Err(reject_parse_error(err, buf)),
@@ -192,17 +197,58 @@ fn header_name(bytes: &[u8]) -> Result<HeaderName, Reject> {
     Ok(known)
 }
 
-fn partial(buf: &BytesMut, limits: &Limits) -> Result<Parsed, Reject> {
+fn partial(buf: &[u8], limits: &Limits) -> Result<Parsed, Reject> {
     if buf.len() >= limits.max_head_bytes {
         return Err(too_large(buf));
     }
-    if !buf.contains(&b'\n') && buf.len() > limits.max_uri_bytes + 32 {
+    if !buf.contains(&b'\n') && buf.len() > line_limit(limits) {
         return Err(Reject::new(
             StatusCode::URI_TOO_LONG,
             "request line too long",
         ));
     }
     Ok(Parsed::Partial)
+}
+
+/// Bytes of a request line without its end that [`partial`] refuses.
+fn line_limit(limits: &Limits) -> usize {
+    limits.max_uri_bytes + 32
+}
+
+/// The shortest buffer [`partial`] can refuse, less one.
+fn first_limit(limits: &Limits) -> usize {
+    line_limit(limits).min(limits.max_head_bytes.saturating_sub(1))
+}
+
+/// The limit the bytes would have hit had they come in smaller pieces: a
+/// prefix of `buf` that [`partial`] refuses while the head in it is still
+/// undecided. Looked at first, so that an answer never depends on how the
+/// bytes were split: a long request line is refused as too long whether or
+/// not an error or a line end comes after the limit (found by the
+/// `request_head` fuzz target).
+fn limit_on_prefix(buf: &[u8], limits: &Limits) -> Option<Reject> {
+    let mut cuts = [line_limit(limits) + 1, limits.max_head_bytes];
+    cuts.sort_unstable();
+    for cut in cuts {
+        let prefix = buf.get(..cut)?;
+        if let Err(reject) = partial(prefix, limits) {
+            return undecided(prefix, limits).then_some(reject);
+        }
+    }
+    None
+}
+
+/// True when `prefix` is the start of a head httparse cannot yet accept or
+/// refuse.
+fn undecided(prefix: &[u8], limits: &Limits) -> bool {
+    let mut headers = [MaybeUninit::<httparse::Header<'_>>::uninit(); HEADERS_CAP];
+    let mut req = httparse::Request::new(&mut []);
+    let max_headers = limits.max_headers.min(HEADERS_CAP);
+    match req.parse_with_uninit_headers(prefix, &mut headers[..max_headers]) {
+        Ok(httparse::Status::Partial) => true,
+        Err(httparse::Error::Version) => other_version(prefix).is_none(),
+        Ok(httparse::Status::Complete(_)) | Err(_) => false,
+    }
 }
 
 fn too_large(buf: &[u8]) -> Reject {
@@ -228,7 +274,7 @@ fn reject_parse_error(err: httparse::Error, buf: &[u8]) -> Reject {
             "too many header fields",
         ),
         E::Version => {
-            if looks_like_other_version(buf) {
+            if other_version(buf) == Some(true) {
                 Reject::new(
                     StatusCode::HTTP_VERSION_NOT_SUPPORTED,
                     "http version not supported",
@@ -240,38 +286,66 @@ fn reject_parse_error(err: httparse::Error, buf: &[u8]) -> Reject {
     }
 }
 
-/// True while an unfinished request line may still end in `HTTP/x.y`: the
-/// answer (400 or 505) must not depend on how the bytes were split.
-fn version_may_follow(buf: &[u8]) -> bool {
-    if buf.contains(&b'\n') {
-        return false;
-    }
-    let Some(at) = buf.windows(6).rposition(|w| w == b" HTTP/") else {
-        return false;
+/// Whether a request line httparse refused for its version names another
+/// HTTP version (505) or is malformed (400); `None` while the bytes read so
+/// far cannot tell. The answer depends only on the version field and the
+/// byte or two that end it, so it does not depend on how the bytes were
+/// split (the `request_head` fuzz target checks that).
+fn other_version(buf: &[u8]) -> Option<bool> {
+    // RFC 9112 §3: request-line = method SP request-target SP HTTP-version;
+    // httparse reports a version error only after both spaces.
+    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
+    let line = &buf[..line_end];
+    let Some(first) = line.iter().position(|&b| b == b' ') else {
+        return Some(false);
     };
-    matches!(
-        &buf[at + 6..],
-        [] | [b'0'..=b'9']
-            | [b'0'..=b'9', b'.']
-            | [b'0'..=b'9', b'.', b'0'..=b'9']
-            | [b'0'..=b'9', b'.', b'0'..=b'9', b'\r']
-    )
+    let Some(second) = line[first + 1..].iter().position(|&b| b == b' ') else {
+        return Some(false);
+    };
+    let rest = &buf[first + 1 + second + 1..];
+    let field_end = rest.iter().position(|&b| matches!(b, b' ' | b'\r' | b'\n'));
+    let Some(field_end) = field_end else {
+        // The field goes on: undecided while it can still become a version.
+        return if version_prefix(rest) {
+            None
+        } else {
+            Some(false)
+        };
+    };
+    let field = &rest[..field_end];
+    let ends_line = match &rest[field_end..] {
+        [b'\n', ..] | [b'\r', b'\n', ..] => true,
+        // A CR whose LF has not arrived yet.
+        [b'\r'] => {
+            return if well_formed_version(field) {
+                None
+            } else {
+                Some(false)
+            };
+        }
+        _ => false,
+    };
+    Some(ends_line && well_formed_version(field) && field[5] != b'1')
 }
 
-/// True when the request line ends in a well-formed `HTTP/x.y` other than 1.x.
-fn looks_like_other_version(buf: &[u8]) -> bool {
-    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-    let line = buf[..line_end]
-        .strip_suffix(b"\r")
-        .unwrap_or(&buf[..line_end]);
-    let Some(at) = line.windows(6).rposition(|w| w == b" HTTP/") else {
-        return false;
-    };
-    match &line[at + 6..] {
-        [major, b'.', minor] => major.is_ascii_digit() && minor.is_ascii_digit() && *major != b'1',
-        [major] => major.is_ascii_digit() && *major != b'1',
-        _ => false,
-    }
+/// `HTTP/d.d`, or `HTTP/d` (as HTTP/2 is often written).
+fn well_formed_version(field: &[u8]) -> bool {
+    matches!(field, [b'H', b'T', b'T', b'P', b'/', major] | [b'H', b'T', b'T', b'P', b'/', major, b'.', b'0'..=b'9'] if major.is_ascii_digit())
+}
+
+/// True when more bytes could still make `field` a [`well_formed_version`].
+fn version_prefix(field: &[u8]) -> bool {
+    let pattern: [fn(u8) -> bool; 8] = [
+        |b| b == b'H',
+        |b| b == b'T',
+        |b| b == b'T',
+        |b| b == b'P',
+        |b| b == b'/',
+        |b| b.is_ascii_digit(),
+        |b| b == b'.',
+        |b| b.is_ascii_digit(),
+    ];
+    field.len() <= pattern.len() && field.iter().zip(pattern).all(|(&b, ok)| ok(b))
 }
 
 fn parse_method(token: &str) -> Result<Method, Reject> {

@@ -341,10 +341,26 @@ fn header_count_limit() {
 
 #[test]
 fn version_detection() {
-    assert!(looks_like_other_version(b"GET / HTTP/2.0\r\n"));
-    assert!(looks_like_other_version(b"GET / HTTP/0.9\r\n"));
-    assert!(!looks_like_other_version(b"GET / HTTP/1.2\r\n"));
-    assert!(!looks_like_other_version(b"GET / FOO\r\n"));
+    assert_eq!(other_version(b"GET / HTTP/2.0\r\n"), Some(true));
+    assert_eq!(other_version(b"GET / HTTP/0.9\r\n"), Some(true));
+    assert_eq!(other_version(b"GET / HTTP/2\n"), Some(true));
+    assert_eq!(other_version(b"GET / HTTP/1.2\r\n"), Some(false));
+    assert_eq!(other_version(b"GET / FOO\r\n"), Some(false));
+    // Undecided until the line's end has arrived.
+    assert_eq!(other_version(b"GET / HTTP/2"), None);
+    assert_eq!(other_version(b"GET / HTTP/2.0\r"), None);
+    assert_eq!(other_version(b"GET / HTTP/2.0 "), Some(false));
+    assert_eq!(other_version(b"GET / HTTPS"), Some(false));
+}
+
+/// Found by the `request_head` fuzz target: a second version after the
+/// first got 505 whole and 400 byte by byte.
+#[test]
+fn a_second_version_field_is_a_bad_request_however_split() {
+    let (status, _) = err_with("GET /x HTTP/2.0 HTTP/2.0\r\n\r\n", &Limits::default());
+    assert_eq!(status, 400);
+    let (status, _) = err_with("GET /x HTTP/2.0\r\nHost: a\r\n\r\n", &Limits::default());
+    assert_eq!(status, 505);
 }
 
 mod properties {
@@ -485,4 +501,22 @@ fn fragments_are_refused_in_every_target_form() {
     // an encoded '#' is data, not a fragment
     let h = ok("GET /%23ok?a=%23 HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(h.request.uri(), "/%23ok?a=%23");
+}
+
+/// Found by the `request_head` fuzz target: a request line longer than
+/// the line limit was refused when it came in pieces but parsed (or
+/// refused for another reason) when it came whole.
+#[test]
+fn a_long_request_line_is_refused_however_split() {
+    let limits = Limits {
+        max_uri_bytes: 64,
+        ..Limits::default()
+    };
+    let method = "A".repeat(100);
+    let complete = format!("{method} / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(err_with(&complete, &limits), (414, "request line too long"));
+    let bad_later = format!("{method} /\u{1} HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(err_with(&bad_later, &limits), (414, "request line too long"));
+    let bad_early = format!("GET /\u{1}{method} HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(err_with(&bad_early, &limits).0, 400);
 }
