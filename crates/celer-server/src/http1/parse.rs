@@ -86,11 +86,6 @@ pub(crate) fn parse_head(
     limits: &Limits,
     request: &mut Request<Incoming>,
 ) -> Result<Parsed, Reject> {
-    if buf.len() > first_limit(limits) {
-        if let Some(reject) = limit_on_prefix(buf, limits) {
-            return Err(reject);
-        }
-    }
     let mut spans = [MaybeUninit::<Span>::uninit(); HEADERS_CAP];
     let max_headers = limits.max_headers.min(HEADERS_CAP);
     let (len, method, path, version, count) = {
@@ -103,12 +98,27 @@ pub(crate) fn parse_head(
             Err(httparse::Error::Version) if other_version(buf).is_none() => {
                 return partial(buf, limits);
             }
-            Err(err) => return Err(reject_parse_error(err, buf)),
+            Err(err) => {
+                return Err(
+                    limit_on_prefix(buf, limits).unwrap_or_else(|| reject_parse_error(err, buf))
+                );
+            }
         };
-        if len > limits.max_head_bytes {
-            return Err(too_large(buf));
-        }
         let base = buf.as_ptr() as usize;
+        // The target's end bounds the request line's length from below
+        // (`HTTP/1.1` and its line end follow), so a cheap test comes
+        // before the exact one.
+        let target_end = req
+            .path
+            .map_or(0, |path| path.as_ptr() as usize - base + path.len());
+        if len > limits.max_head_bytes || target_end + LINE_TAIL_MAX > line_limit(limits) {
+            if let Some(reject) = limit_on_prefix(buf, limits) {
+                return Err(reject);
+            }
+            if len > limits.max_head_bytes {
+                return Err(too_large(buf));
+            }
+        }
         for (slot, h) in spans.iter_mut().zip(req.headers.iter()) {
             let name = h.name.as_ptr() as usize - base;
             let value = h.value.as_ptr() as usize - base;
@@ -215,10 +225,8 @@ fn line_limit(limits: &Limits) -> usize {
     limits.max_uri_bytes + 32
 }
 
-/// The shortest buffer [`partial`] can refuse, less one.
-fn first_limit(limits: &Limits) -> usize {
-    line_limit(limits).min(limits.max_head_bytes.saturating_sub(1))
-}
+/// Bytes a request line has at most after its target: ` HTTP/1.1\r\n`.
+const LINE_TAIL_MAX: usize = 11;
 
 /// The limit the bytes would have hit had they come in smaller pieces: a
 /// prefix of `buf` that [`partial`] refuses while the head in it is still
@@ -226,6 +234,8 @@ fn first_limit(limits: &Limits) -> usize {
 /// bytes were split: a long request line is refused as too long whether or
 /// not an error or a line end comes after the limit (found by the
 /// `request_head` fuzz target).
+#[cold]
+#[inline(never)]
 fn limit_on_prefix(buf: &[u8], limits: &Limits) -> Option<Reject> {
     let mut cuts = [line_limit(limits) + 1, limits.max_head_bytes];
     cuts.sort_unstable();
@@ -238,17 +248,26 @@ fn limit_on_prefix(buf: &[u8], limits: &Limits) -> Option<Reject> {
     None
 }
 
-/// True when `prefix` is the start of a head httparse cannot yet accept or
-/// refuse.
+/// True when `prefix` is the start of a head the parser cannot yet accept
+/// or refuse, limits aside.
+///
+/// Through `parse_head` itself, with limits that cannot be reached: a
+/// second call site of httparse would stop it being inlined into
+/// `parse_head` (about 40 instructions a request).
+#[cold]
+#[inline(never)]
 fn undecided(prefix: &[u8], limits: &Limits) -> bool {
-    let mut headers = [MaybeUninit::<httparse::Header<'_>>::uninit(); HEADERS_CAP];
-    let mut req = httparse::Request::new(&mut []);
-    let max_headers = limits.max_headers.min(HEADERS_CAP);
-    match req.parse_with_uninit_headers(prefix, &mut headers[..max_headers]) {
-        Ok(httparse::Status::Partial) => true,
-        Err(httparse::Error::Version) => other_version(prefix).is_none(),
-        Ok(httparse::Status::Complete(_)) | Err(_) => false,
-    }
+    let unlimited = Limits {
+        max_head_bytes: usize::MAX,
+        max_uri_bytes: usize::MAX / 2,
+        ..limits.clone()
+    };
+    let mut request = Request::new(Incoming::empty());
+    let mut copy = BytesMut::from(prefix);
+    matches!(
+        parse_head(&mut copy, &unlimited, &mut request),
+        Ok(Parsed::Partial)
+    )
 }
 
 fn too_large(buf: &[u8]) -> Reject {

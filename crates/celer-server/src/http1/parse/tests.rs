@@ -516,7 +516,10 @@ fn a_long_request_line_is_refused_however_split() {
     let complete = format!("{method} / HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(err_with(&complete, &limits), (414, "request line too long"));
     let bad_later = format!("{method} /\u{1} HTTP/1.1\r\nHost: a\r\n\r\n");
-    assert_eq!(err_with(&bad_later, &limits), (414, "request line too long"));
+    assert_eq!(
+        err_with(&bad_later, &limits),
+        (414, "request line too long")
+    );
     let bad_early = format!("GET /\u{1}{method} HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(err_with(&bad_early, &limits).0, 400);
 }
