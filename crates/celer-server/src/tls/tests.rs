@@ -272,7 +272,8 @@ async fn echo<S: Transport>(mut stream: TlsStream<S>) -> std::io::Result<()> {
     }
 }
 
-fn pattern(len: usize) -> Vec<u8> {
+/// `len` bytes that repeat only every 251, so a misplaced byte shows.
+pub(super) fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i % 251) as u8).collect()
 }
 

@@ -19,6 +19,7 @@ use rustls::{
 
 use super::RecordKey;
 use crate::tls::record::{self, HEADER_LEN, MAX_FRAGMENT, Plaintext};
+use crate::tls::tests::pattern;
 
 // ===== fixtures =====
 
@@ -142,10 +143,6 @@ fn rustls_open(case: Case, seq: u64, record: &mut [u8]) -> Result<(ContentType, 
     let message = InboundOpaqueMessage::new(typ, version, &mut record[HEADER_LEN..]);
     let plain = case.decrypter(7).decrypt(message, seq)?;
     Ok((plain.typ, plain.payload.to_vec()))
-}
-
-fn pattern(len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i % 253) as u8).collect()
 }
 
 /// Sequence numbers from the first to the last the engine uses.
