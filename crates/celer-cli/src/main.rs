@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// jemalloc: the fewest instructions per request and the least memory per
-/// idle connection of the allocators measured (ARCHITECTURE.md, "Allocator").
+/// idle connection of the allocators measured (docs/decisions/003).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

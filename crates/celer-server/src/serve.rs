@@ -194,7 +194,7 @@ impl Builder {
     }
 
     /// Sets the threading model. Default is [`Threading::PerCore`]
-    /// (ARCHITECTURE.md records the measurement behind it).
+    /// (docs/decisions/001 records the measurement behind it).
     pub fn threading(mut self, threading: Threading) -> Self {
         self.threading = threading;
         self

@@ -1029,8 +1029,7 @@ mod tests {
         // With a TCP stream (32 bytes more than this duplex stream) and the
         // connection-limit permit beside it, the spawned future must stay
         // under ~408 bytes for tokio's task cell to fit the 512-byte size
-        // class (ARCHITECTURE.md, "A connection's task holds each thing
-        // once"): at most 376 here.
+        // class (docs/decisions/004): at most 376 here.
         assert!(size <= 376, "connection future is {size} bytes");
     }
 

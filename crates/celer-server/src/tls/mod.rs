@@ -20,8 +20,7 @@
 //! records are framed and protected here with ring's AEADs, so that a
 //! request's bytes are decrypted where they were read and a response is
 //! copied once from the engine's buffers into the record it is sealed in,
-//! with no copy through rustls's own buffers (ARCHITECTURE.md, "What TLS
-//! costs a keep-alive request").
+//! with no copy through rustls's own buffers (docs/decisions/032).
 //!
 //! **Architecture Invariant:** only this module names rustls.
 
