@@ -121,8 +121,9 @@ mod request;
 pub mod response;
 pub mod router;
 pub mod serve;
+pub mod sse;
 
-pub use app::App;
+pub use app::{App, ShutdownNotice};
 pub use body::Body;
 pub use error::Error;
 pub use handler::{Handler, Next};
