@@ -326,15 +326,11 @@ mod tests {
     fn parse(stream: &str) -> Vec<(String, String, String)> {
         let mut out = Vec::new();
         let (mut event, mut data, mut last_id) = (String::new(), String::new(), String::new());
-        let mut rest = stream;
-        while let Some(line) = lines(rest).next() {
-            let consumed = line.len()
-                + if rest[line.len()..].starts_with("\r\n") {
-                    2
-                } else {
-                    1
-                };
-            rest = rest.get(consumed..).unwrap_or("");
+        let normalized = stream.replace("\r\n", "\n").replace('\r', "\n");
+        let mut all: Vec<&str> = normalized.split('\n').collect();
+        // The text after the last line break is not a line yet.
+        all.pop();
+        for line in all {
             if line.is_empty() {
                 if !data.is_empty() {
                     data.pop();
@@ -356,9 +352,6 @@ mod tests {
                 }
                 "id" if !value.contains('\0') => last_id = value.to_owned(),
                 _ => {}
-            }
-            if rest.is_empty() {
-                break;
             }
         }
         out

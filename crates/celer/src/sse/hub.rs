@@ -80,8 +80,8 @@ const RETRY_AFTER_SECS: u32 = 5;
 ///   grow with the size of the event times the subscribers.
 /// - **One ring, no queue per subscriber.** Published events go into one
 ///   ring; each subscriber is a position in it. Memory is the ring's,
-///   bounded by [`HubBuilder::buffer`] events and
-///   [`HubBuilder::buffer_bytes`] bytes, whatever the number of
+///   bounded by [`HubBuilder::history`] + [`HubBuilder::buffer`] events
+///   and [`HubBuilder::buffer_bytes`] bytes, whatever the number of
 ///   subscribers or how slow they are.
 /// - **Slow subscribers are dropped.** One more than [`HubBuilder::buffer`]
 ///   events behind the newest (counted from when it subscribed, so the
@@ -543,7 +543,8 @@ impl HubBuilder {
     }
 
     /// Sets how many events a subscriber may fall behind the newest before
-    /// it is dropped. The hub holds `max(history, buffer)` events at most.
+    /// it is dropped. The hub holds `history + buffer` events at most (and
+    /// never more than [`buffer_bytes`](HubBuilder::buffer_bytes)).
     ///
     /// Default is [`DEFAULT_BUFFER`], 256 events.
     ///
@@ -767,7 +768,9 @@ impl Ring {
                 }
             }
         }
-        let capacity = config.history.max(config.buffer);
+        // A subscriber that replays the whole history may still fall
+        // `buffer` events behind.
+        let capacity = config.history.saturating_add(config.buffer);
         while self.entries.len() > capacity
             || (self.bytes > config.buffer_bytes && self.entries.len() > 1)
         {
@@ -840,6 +843,14 @@ impl Subscriber {
             return Poll::Ready(None);
         }
         Poll::Pending
+    }
+}
+
+impl fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subscriber")
+            .field("cursor", &self.cursor)
+            .finish_non_exhaustive()
     }
 }
 
