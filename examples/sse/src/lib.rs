@@ -52,7 +52,10 @@ pub fn app(live: &Live) -> App {
     app.post("/count", |req: Request| async move {
         let live = req.state::<Live>().expect("state");
         let count = live.count.fetch_add(1, Ordering::Relaxed) + 1;
-        match live.hub.publish(Event::new().event("count").data(count.to_string())) {
+        match live
+            .hub
+            .publish(Event::new().event("count").data(count.to_string()))
+        {
             Ok(_) => (StatusCode::OK, count.to_string()),
             Err(err) => (StatusCode::SERVICE_UNAVAILABLE, err.to_string()),
         }

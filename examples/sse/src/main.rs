@@ -40,7 +40,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    eprintln!("example-sse listening on {}", bound.local_specs().join(", "));
+    eprintln!(
+        "example-sse listening on {}",
+        bound.local_specs().join(", ")
+    );
     let live = Live::new();
     let app = app(&live);
     start_clock(

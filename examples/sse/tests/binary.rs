@@ -110,7 +110,11 @@ impl Stream {
         while !stream.raw.windows(4).any(|w| w == b"\r\n\r\n") {
             assert!(stream.read().await > 0);
         }
-        let at = stream.raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let at = stream
+            .raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap();
         let head = String::from_utf8(stream.raw.drain(..at + 4).collect()).unwrap();
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert!(head.contains("content-type: text/event-stream"), "{head}");
@@ -151,7 +155,7 @@ impl Stream {
     }
 
     /// Reads until the server closes the connection.
-    async fn to_end(&mut self) {
+    async fn read_to_close(&mut self) {
         while self.read().await > 0 {}
         self.decode();
     }
@@ -160,7 +164,10 @@ impl Stream {
 #[tokio::test]
 async fn sigterm_ends_the_streams_after_a_whole_event_and_exits_0() {
     let mut server = Server::start();
-    let mut streams = vec![Stream::open(server.addr).await, Stream::open(server.addr).await];
+    let mut streams = vec![
+        Stream::open(server.addr).await,
+        Stream::open(server.addr).await,
+    ];
 
     let bumped = exchange(
         server.addr,
@@ -176,7 +183,7 @@ async fn sigterm_ends_the_streams_after_a_whole_event_and_exits_0() {
 
     server.signal("TERM");
     for stream in &mut streams {
-        stream.to_end().await;
+        stream.read_to_close().await;
         assert!(stream.ended, "the body ended with its last chunk");
         assert!(stream.body.ends_with("\n\n"), "ended inside an event");
         for event in stream.body.trim_end().split("\n\n") {
@@ -193,7 +200,11 @@ async fn sigterm_ends_the_streams_after_a_whole_event_and_exits_0() {
 #[tokio::test]
 async fn the_page_listens_with_event_source() {
     let server = Server::start();
-    let page = exchange(server.addr, "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await;
+    let page = exchange(
+        server.addr,
+        "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .await;
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     assert!(page.contains("new EventSource(\"/events\")"));
     assert!(page.contains("<output id=\"count\">0</output>"));

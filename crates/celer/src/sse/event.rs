@@ -154,6 +154,11 @@ impl Event {
         self.id.as_deref()
     }
 
+    /// The id, taken out of the event.
+    pub(crate) fn into_id(self) -> Option<String> {
+        self.id
+    }
+
     /// Encodes the event: its fields, then the blank line that ends it.
     /// An event without any field encodes to nothing.
     ///
@@ -208,10 +213,18 @@ impl Event {
     fn check(&self) -> Result<(), InvalidEvent> {
         // §9.2.6: a line ends at CR LF, LF or CR, so either would start a
         // new field; an id with NUL is ignored by the browser.
-        if self.id.as_deref().is_some_and(|id| id.contains(['\r', '\n', '\0'])) {
+        if self
+            .id
+            .as_deref()
+            .is_some_and(|id| id.contains(['\r', '\n', '\0']))
+        {
             return Err(InvalidEvent::new(InvalidKind::Id));
         }
-        if self.event.as_deref().is_some_and(|e| e.contains(['\r', '\n'])) {
+        if self
+            .event
+            .as_deref()
+            .is_some_and(|e| e.contains(['\r', '\n']))
+        {
             return Err(InvalidEvent::new(InvalidKind::EventType));
         }
         Ok(())
@@ -334,7 +347,11 @@ mod tests {
             if line.is_empty() {
                 if !data.is_empty() {
                     data.pop();
-                    out.push((std::mem::take(&mut event), std::mem::take(&mut data), last_id.clone()));
+                    out.push((
+                        std::mem::take(&mut event),
+                        std::mem::take(&mut data),
+                        last_id.clone(),
+                    ));
                 }
                 event.clear();
                 data.clear();
@@ -386,7 +403,14 @@ mod tests {
     #[test]
     fn ids_and_types_with_line_breaks_are_refused() {
         for bad in ["a\nb", "a\rb", "a\r\nid: 2", "\n"] {
-            assert!(Event::new().id(bad).data("x").encode().unwrap_err().is_invalid_id());
+            assert!(
+                Event::new()
+                    .id(bad)
+                    .data("x")
+                    .encode()
+                    .unwrap_err()
+                    .is_invalid_id()
+            );
             assert!(
                 Event::new()
                     .event(bad)
@@ -399,7 +423,12 @@ mod tests {
         assert!(Event::new().id("a\0").encode().unwrap_err().is_invalid_id());
         // A default id goes through the same check.
         let mut buf = BytesMut::new();
-        assert!(Event::new().data("x").encode_into(&mut buf, Some("1\n")).is_err());
+        assert!(
+            Event::new()
+                .data("x")
+                .encode_into(&mut buf, Some("1\n"))
+                .is_err()
+        );
     }
 
     #[test]
@@ -412,7 +441,10 @@ mod tests {
     #[test]
     fn a_default_id_is_used_only_without_an_id() {
         let mut buf = BytesMut::new();
-        Event::new().data("x").encode_into(&mut buf, Some("h.1")).unwrap();
+        Event::new()
+            .data("x")
+            .encode_into(&mut buf, Some("h.1"))
+            .unwrap();
         Event::new()
             .id("mine")
             .data("y")

@@ -308,7 +308,10 @@ impl Hub {
     /// ```
     pub fn publish(&self, event: Event) -> Result<u64, PublishError> {
         let inner = &*self.inner;
-        let _publishing = inner.publishing.lock().unwrap_or_else(PoisonError::into_inner);
+        let _publishing = inner
+            .publishing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let (seq, closed) = {
             let ring = inner.ring();
             (ring.next_seq(), ring.closed)
@@ -331,10 +334,10 @@ impl Hub {
                 max,
             }));
         }
-        let id: Box<str> = match own_id {
-            Some(id) => id.into(),
-            None => event.id_str().unwrap_or_default().into(),
-        };
+        let id: Box<str> = own_id
+            .or_else(|| event.into_id())
+            .unwrap_or_default()
+            .into();
         let (head, first) = {
             let mut ring = inner.ring_mut();
             ring.push(&inner.config, id, buf.freeze());
@@ -456,7 +459,10 @@ impl Hub {
     pub fn close(&self) {
         let inner = &*self.inner;
         let (head, first) = {
-            let _publishing = inner.publishing.lock().unwrap_or_else(PoisonError::into_inner);
+            let _publishing = inner
+                .publishing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let mut ring = inner.ring_mut();
             ring.closed = true;
             (ring.next_seq(), ring.first_seq)
@@ -621,6 +627,8 @@ impl HubBuilder {
     /// let hub = Hub::builder().gap_event(Event::new().event("reset").data("")).build();
     /// # let _ = hub;
     /// ```
+    // By value like the other setters, so a chain of them reads the same.
+    #[allow(clippy::needless_pass_by_value)]
     pub fn gap_event(mut self, event: Event) -> Self {
         let bytes = event
             .encode()
@@ -982,8 +990,8 @@ impl IntoResponse for SubscribeError {
         match self.kind {
             SubscribeErrorKind::Full => {
                 tracing::debug!(target: "celer::sse", "subscriber refused: too many subscribers");
-                let mut res = (StatusCode::SERVICE_UNAVAILABLE, "too many subscribers\n")
-                    .into_response();
+                let mut res =
+                    (StatusCode::SERVICE_UNAVAILABLE, "too many subscribers\n").into_response();
                 res.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
                 res

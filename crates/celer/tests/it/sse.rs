@@ -45,7 +45,8 @@ struct H1Stream {
 impl H1Stream {
     async fn open(addr: SocketAddr, path: &str, extra: &str) -> H1Stream {
         let mut conn = bounded(TcpStream::connect(addr)).await.unwrap();
-        let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n{extra}\r\n");
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n{extra}\r\n");
         conn.write_all(req.as_bytes()).await.unwrap();
         let mut stream = H1Stream {
             conn,
@@ -161,7 +162,8 @@ async fn events_arrive_one_by_one_over_http1() {
     // Each event is read before the next is published: nothing waits for
     // more output to fill a buffer.
     for n in 1..=3 {
-        hub.publish(event(&n.to_string(), &format!("line {n}\nsecond"))).unwrap();
+        hub.publish(event(&n.to_string(), &format!("line {n}\nsecond")))
+            .unwrap();
         let got = stream.data_event().await.unwrap();
         assert_eq!(got, format!("id: {n}\ndata: line {n}\ndata: second\n\n"));
     }
@@ -190,7 +192,9 @@ async fn event_streams_pass_the_compression_middleware_untouched() {
     let hub = Hub::new();
     let mut app = hub_app(&hub);
     app.middleware(Compression::new());
-    app.get("/page", |_req: Request| async { "compressible ".repeat(200) });
+    app.get("/page", |_req: Request| async {
+        "compressible ".repeat(200)
+    });
     let served = Served::start(app).await;
     let encodings = "Accept-Encoding: gzip, br, zstd\r\n";
     let mut stream = H1Stream::open(served.addr, "/events", encodings).await;
@@ -253,10 +257,16 @@ async fn a_closed_hub_answers_204_to_a_client_that_has_everything() {
     wait_for_subscribers(&hub, 1).await;
     hub.publish(event("last", "done")).unwrap();
     hub.close();
-    assert_eq!(stream.data_event().await.unwrap(), "id: last\ndata: done\n\n");
+    assert_eq!(
+        stream.data_event().await.unwrap(),
+        "id: last\ndata: done\n\n"
+    );
     assert_eq!(stream.event().await, None, "the stream ends cleanly");
     let again = served
-        .one("GET /events HTTP/1.1\nHost: t\nLast-Event-ID: last\nConnection: close\n\n", b"")
+        .one(
+            "GET /events HTTP/1.1\nHost: t\nLast-Event-ID: last\nConnection: close\n\n",
+            b"",
+        )
         .await;
     assert_eq!(again.status, 204);
     served.stop().await;
@@ -291,7 +301,7 @@ async fn a_reader_that_stops_reading_is_dropped_and_memory_stays_bounded() {
     // What did arrive is whole events, and then the end of the body.
     let mut received = 0;
     while let Some(event) = slow.event().await {
-        assert!(event.ends_with(&format!("data: {data}\n\n")), "{:.40}", event);
+        assert!(event.ends_with(&format!("data: {data}\n\n")), "{event:.40}");
         received += 1;
     }
     assert!(received < published, "{received} of {published}");
@@ -439,7 +449,10 @@ async fn events_arrive_one_by_one_over_http2() {
     }
     // A second stream on the same connection resumes.
     let (_, _, mut resumed) = h2_get_with(&client, "/events", Some("2")).await;
-    assert_eq!(h2_event(&mut resumed).await.unwrap(), "id: 3\ndata: over h2\n\n");
+    assert_eq!(
+        h2_event(&mut resumed).await.unwrap(),
+        "id: 3\ndata: over h2\n\n"
+    );
     drop((body, resumed, client));
     let _ = bounded(conn).await;
     served.stop().await;

@@ -206,7 +206,10 @@ fn events_over_the_size_limit_are_refused() {
     assert!(err.is_too_large());
     assert_eq!(
         err.to_string(),
-        format!("event of {} bytes is over the limit of {at_limit}", at_limit + 2)
+        format!(
+            "event of {} bytes is over the limit of {at_limit}",
+            at_limit + 2
+        )
     );
     assert_eq!(hub.stats().published, 1);
 }
@@ -267,7 +270,10 @@ fn publishing_from_many_threads_keeps_one_order() {
     assert_eq!(seqs, (1..=400).collect::<Vec<_>>());
     // Each thread's events in the order it sent them.
     for t in 0..4 {
-        let mine: Vec<&String> = events.iter().filter(|e| e.contains(&format!("data: {t}-"))).collect();
+        let mine: Vec<&String> = events
+            .iter()
+            .filter(|e| e.contains(&format!("data: {t}-")))
+            .collect();
         for (n, event) in mine.iter().enumerate() {
             assert!(event.ends_with(&format!("data: {t}-{n}\n\n")));
         }
