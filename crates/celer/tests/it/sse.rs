@@ -535,3 +535,29 @@ async fn wait_for_subscribers(hub: &Hub, n: usize) {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_shutdown_notice_reaches_handlers_and_mounted_apps() {
+    let mut sub = App::new();
+    let sub_notice = sub.shutdown_notice();
+    sub.get("/wait", |req: Request| async move {
+        req.shutdown_notice().started().await;
+        "bye"
+    });
+    let mut app = App::new();
+    app.mount("/sub", sub);
+    let notice = app.shutdown_notice();
+    let served = Served::start(app).await;
+    let mut conn = celer_test_support::Raw::connect(served.addr).await;
+    conn.send(b"GET /sub/wait HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    // The handler is waiting; nothing has fired.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!notice.is_started() && !sub_notice.is_started());
+    let stopping = tokio::spawn(served.stop());
+    let res = conn.response().await;
+    assert_eq!(res.text(), "bye");
+    assert!(notice.is_started());
+    // The mounted app's own notice, held by its code, fires too.
+    bounded(sub_notice.started()).await;
+    bounded(stopping).await.unwrap();
+}
