@@ -337,3 +337,20 @@ impl Heartbeat {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a subscriber costs the server besides its connection: the
+    /// body in place (its heap parts are the subscriber's slot, the
+    /// shutdown future and, once it waited, the heartbeat timer).
+    #[test]
+    fn an_event_body_stays_small() {
+        assert!(
+            std::mem::size_of::<EventBody>() <= 192,
+            "{}",
+            std::mem::size_of::<EventBody>()
+        );
+    }
+}

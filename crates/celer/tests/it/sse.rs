@@ -549,7 +549,8 @@ async fn the_shutdown_notice_reaches_handlers_and_mounted_apps() {
     let notice = app.shutdown_notice();
     let served = Served::start(app).await;
     let mut conn = celer_test_support::Raw::connect(served.addr).await;
-    conn.send(b"GET /sub/wait HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    conn.send(b"GET /sub/wait HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await;
     // The handler is waiting; nothing has fired.
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(!notice.is_started() && !sub_notice.is_started());
@@ -560,4 +561,56 @@ async fn the_shutdown_notice_reaches_handlers_and_mounted_apps() {
     // The mounted app's own notice, held by its code, fires too.
     bounded(sub_notice.started()).await;
     bounded(stopping).await.unwrap();
+}
+
+#[tokio::test]
+async fn curl_reads_a_hub_stream_over_http2_and_http1() {
+    for http2 in [true, false] {
+        let hub = Hub::new();
+        let mut app = hub_app(&hub);
+        app.middleware(Compression::new());
+        let served = Served::start(app).await;
+        let url = served.url("/events");
+        let version = if http2 {
+            "--http2-prior-knowledge"
+        } else {
+            "--http1.1"
+        };
+        let reading = tokio::spawn({
+            let version = version.to_owned();
+            async move {
+                crate::wire::curl(&[
+                    &version,
+                    "-N",
+                    "--compressed",
+                    "-D",
+                    "-",
+                    "-w",
+                    "version %{http_version}\n",
+                    &url,
+                ])
+                .await
+            }
+        });
+        wait_for_subscribers(&hub, 1).await;
+        for n in 1..=3 {
+            hub.publish(event(&n.to_string(), "via curl")).unwrap();
+        }
+        // A closed hub ends the stream once it is read; curl then exits.
+        hub.close();
+        let out = bounded(reading).await.unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap();
+        let head = head.to_ascii_lowercase();
+        assert!(head.contains("content-type: text/event-stream"), "{head}");
+        assert!(!head.contains("content-encoding"), "{head}");
+        let expected_version = if http2 { "2" } else { "1.1" };
+        assert_eq!(
+            body,
+            format!(
+                "id: 1\ndata: via curl\n\nid: 2\ndata: via curl\n\nid: 3\ndata: via curl\n\n\
+                 version {expected_version}\n"
+            )
+        );
+        served.stop().await;
+    }
 }
