@@ -48,6 +48,12 @@ pub struct Event {
 }
 
 /// Why an [`Event`] cannot be encoded.
+///
+/// ```
+/// let err = celer::sse::Event::new().id("1\r\nid: 2").encode().unwrap_err();
+/// assert!(err.is_invalid_id());
+/// assert_eq!(err.to_string(), "event id holds a line break or NUL");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InvalidEvent {
     kind: InvalidKind,

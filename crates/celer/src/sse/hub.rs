@@ -148,6 +148,17 @@ struct Config {
 }
 
 /// A hub's counters, from [`Hub::stats`].
+///
+/// ```
+/// use celer::sse::{Event, Hub};
+/// let hub = Hub::builder().history(2).build();
+/// for n in 0..3 {
+///     hub.publish(Event::new().data(n.to_string())).unwrap();
+/// }
+/// let stats = hub.stats();
+/// assert_eq!((stats.published, stats.history, stats.dropped), (3, 2, 0));
+/// assert!(stats.buffered_bytes > 0);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HubStats {
@@ -166,6 +177,14 @@ pub struct HubStats {
 }
 
 /// Why [`Hub::publish`] refused an event.
+///
+/// ```
+/// use celer::sse::{Event, Hub};
+/// let err = Hub::builder().max_event_bytes(8).build()
+///     .publish(Event::new().id("1").data("twelve bytes")).unwrap_err();
+/// assert!(err.is_too_large());
+/// assert_eq!(err.to_string(), "event of 26 bytes is over the limit of 8");
+/// ```
 #[derive(Debug)]
 pub struct PublishError {
     kind: PublishErrorKind,
@@ -179,7 +198,18 @@ enum PublishErrorKind {
 }
 
 /// Why [`Hub::subscribe`] gave no stream; answered as a response of its
-/// own.
+/// own (`503` with `Retry-After`, or `204`), so a handler can return
+/// `hub.subscribe(&req)` as it is.
+///
+/// ```
+/// use celer::response::IntoResponse;
+/// use celer::sse::Hub;
+/// let hub = Hub::new();
+/// hub.close();
+/// let req = celer::Request::builder().uri("/events").body(()).unwrap();
+/// let res = hub.subscribe(&req).into_response();
+/// assert_eq!(res.status(), 204);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubscribeError {
     kind: SubscribeErrorKind,
