@@ -91,7 +91,11 @@ struct EventBody {
     /// Sent before the source: the `retry` field.
     preamble: Option<Bytes>,
     heartbeat: Option<Heartbeat>,
-    /// Resolves when the app's shutdown starts.
+    /// Checked before each frame (an atomic load).
+    notice: crate::ShutdownNotice,
+    /// Resolves when the app's shutdown starts; polled only when the body
+    /// is about to wait, so a busy stream does not touch the notice's
+    /// waiter list at every event.
     shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
     done: bool,
 }
@@ -211,6 +215,7 @@ impl IntoResponse for EventStream {
                 timer: None,
             }),
             shutdown: Box::pin(self.shutdown.started()),
+            notice: self.shutdown,
             done: false,
         };
         let mut res = Response::new(Body::new(body));
@@ -273,7 +278,7 @@ impl http_body::Body for EventBody {
         }
         // Checked between frames only: each frame is a whole event, so the
         // stream ends at an event boundary.
-        if this.shutdown.as_mut().poll(cx).is_ready() {
+        if this.notice.is_started() {
             this.done = true;
             return Poll::Ready(None);
         }
@@ -292,12 +297,16 @@ impl http_body::Body for EventBody {
             }
             Poll::Pending => {}
         }
-        let Some(heartbeat) = &mut this.heartbeat else {
-            return Poll::Pending;
-        };
-        if heartbeat.poll_due(cx).is_ready() {
-            heartbeat.last_sent = Instant::now();
-            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(HEARTBEAT)))));
+        if let Some(heartbeat) = &mut this.heartbeat {
+            if heartbeat.poll_due(cx).is_ready() {
+                heartbeat.last_sent = Instant::now();
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(HEARTBEAT)))));
+            }
+        }
+        // About to wait: shutdown must wake this body too.
+        if this.shutdown.as_mut().poll(cx).is_ready() {
+            this.done = true;
+            return Poll::Ready(None);
         }
         Poll::Pending
     }
