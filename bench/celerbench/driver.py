@@ -124,7 +124,8 @@ class Run:
         self.quiet_max = float(os.environ.get("QUIET_WAIT_MAX", 1200))
         self.quiet_pct = float(os.environ.get("QUIET_PCT", 10))
         self.contended_pct = float(os.environ.get("CONTENDED_PCT", 10))
-        self.record_done = False
+        self.retries = int(os.environ.get("CONTENDED_RETRIES", 2))
+        self.record_done, self.started = False, 0
 
     # -------------------------------------------------------------- helpers
 
@@ -165,7 +166,8 @@ class Run:
         answers CASE's request."""
         label, variant = key
         port = proc.freeport()
-        d = os.path.join(self.work, f"{label}-{variant or 'main'}-{len(self.pids)}")
+        self.started += 1
+        d = os.path.join(self.work, f"{self.started}-{label}-{variant or 'main'}")
         os.makedirs(d)
         argv = self.procs[label].argv(self, variant, port, d)
         out = open(f"{d}/out.log", "wb")
@@ -204,7 +206,7 @@ class Run:
         duration = self.opts.duration
         argv = self.sc.load_argv(self, case, key, duration)
         f = f"{self.work}/load.out"
-        for attempt in (1, 2, 3):
+        for attempt in range(self.retries + 1):
             self.wait_quiet()
             if p.poll() is not None:
                 self.log(f"{label} ({case.name}, pid {p.pid}) is gone; skipping")
@@ -214,7 +216,7 @@ class Run:
             if not contended:
                 break
             self.log(f"repeat {rep} {case.name} {label}: other processes used {foreign}% of a CPU during the run; "
-                     + ("keeping it, marked contended" if attempt == 3 else "running it again"))
+                     + ("keeping it, marked contended" if attempt == self.retries else "running it again"))
         self.contended += contended
         lg = self.sc.loadgen
         text = open(f, errors="replace").read()
@@ -339,7 +341,7 @@ class Run:
             lines += [f"{sc.reference} was not part of this run, so there are no ratios.", ""]
         if self.contended:
             lines += [f"**{self.contended} run(s) were disturbed by other processes on this machine** even after "
-                      f"two retries (more than {self.contended_pct:g}% of a CPU; columns `foreign_pct` and "
+                      f"{self.retries} retries (more than {self.contended_pct:g}% of a CPU; columns `foreign_pct` and "
                       "`contended` in raw.csv); treat those figures with suspicion.", ""]
         if self.flagged:
             lines += [f"**{self.flagged} run(s) had failed requests or spoke the wrong protocol "

@@ -68,7 +68,7 @@ class Wrk:
 
     def version(self):
         out = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout
-        return "wrk " + (out.split()[1] if len(out.split()) > 1 else "?")
+        return "wrk: " + (out.split()[1] if len(out.split()) > 1 else "?")
 
 
 class H2load:
@@ -116,4 +116,4 @@ class H2load:
     def version(self):
         out = subprocess.run(["h2load", "--version"], capture_output=True, text=True).stdout
         ssl = subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout.strip()
-        return f"h2load {out.split()[1] if len(out.split()) > 1 else '?'}, {ssl}"
+        return f"h2load: {out.split()[1] if len(out.split()) > 1 else '?'}, {ssl}"
