@@ -380,8 +380,8 @@ def main(argv, scenarios):
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   epilog="scenarios:\n" + "\n".join(f"  {s.name:<8} {s.help}" for s in scenarios))
     top.add_argument("scenario", choices=[s.name for s in scenarios])
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in [s.name for s in scenarios]:
-        top.parse_args(argv[:1] or ["--help"])
+    if not argv or argv[0] not in [s.name for s in scenarios]:
+        top.parse_args(argv[:1])  # prints the help, or names the error
     sc = next(s for s in scenarios if s.name == argv[0])
     p = argparse.ArgumentParser(prog=f"bench/run {sc.name}", description=sc.help,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=sc.epilog())
@@ -400,7 +400,12 @@ def main(argv, scenarios):
     sc.options(p)
     o = p.parse_args(argv[1:])
     if o.summarize:
-        rows = list(csv.DictReader(open(o.summarize)))
+        try:
+            rows = list(csv.DictReader(open(o.summarize)))
+        except OSError as e:
+            p.error(f"--summarize: {e}")
+        if not rows or any(c not in rows[0] for c in sc.columns):
+            p.error(f"--summarize: {o.summarize} is not a raw.csv of {sc.name} (columns: {', '.join(sc.columns)})")
         for r in rows:
             r.setdefault("scenario", sc.cases[0].name)
         print(sc.summary(rows))
