@@ -149,29 +149,31 @@ class Compare(Scenario):
         idle = [r for r in rows if r["scenario"] == "idle"]
         out = []
         for ref in ("celer", "engine"):
-            if load and (ref == "celer" or any(r["server"] == "engine" for r in load)):
-                if ref == "engine":
-                    out.append("The same table with the bare engine (example-hello-engine) as the reference:\n")
+            if ref == "engine":
+                if not any(r["server"] == "engine" for r in rows):
+                    break
+                out.append("The same table with the bare engine (example-hello-engine) as the reference:\n")
+            if load:
                 out.append(medians_table(load, PINNED.format("wrk") + ".", WRK_COLS, WRK_RATIOS, ERRORS, ref))
-        if idle:
-            out.append(self.idle_table(idle))
+            if idle:
+                out.append(self.idle_table(idle, ref))
         return "\n".join(out)
 
-    def idle_table(self, idle):
-        have_ref = any(r["server"] == self.reference for r in idle)
+    def idle_table(self, idle, reference):
+        have_ref = any(r["server"] == reference for r in idle)
         out = [f"Idle keep-alive connections: {max(int(r['connections']) for r in idle)} requested, each sent one "
                "request and read", "the response; 'open' still open on the client and 'estab' established on",
                "the server's port when RSS was sampled (VmRSS summed over the server's processes).", ""]
         hdr = (f"{'server':<6} {'answered':>8} {'open':>6} {'estab':>6} {'RSS before KiB':>14} "
-               f"{'RSS after KiB':>13} {'KiB/conn':>8}" + (f" {self.reference + '/peer':>11}" if have_ref else ""))
+               f"{'RSS after KiB':>13} {'KiB/conn':>8}" + (f" {reference + '/peer':>11}" if have_ref else ""))
         out += [hdr, "-" * len(hdr)]
-        ref = median([r for r in idle if r["server"] == self.reference], "kib_per_conn")
+        ref = median([r for r in idle if r["server"] == reference], "kib_per_conn")
         for r in idle:
             kib = median([r], "kib_per_conn")
             line = (f"{r['server']:<6} {fmt(median([r], 'idle_ok')):>8} {fmt(median([r], 'idle_open')):>6} "
                     f"{fmt(median([r], 'idle_estab')):>6} {fmt(median([r], 'rss_before_kib')):>14} "
                     f"{fmt(median([r], 'rss_after_kib')):>13} {fmt(kib, 2):>8}")
-            if have_ref and r["server"] != self.reference:
+            if have_ref and r["server"] != reference:
                 line += f" {ratio(ref, kib):>11}"
             out.append(line)
         return "\n".join(out) + "\n"
