@@ -323,9 +323,10 @@ class Run:
         self.log(f"recorded in {os.path.relpath(self.out, ROOT)}" if not o.no_record else "not recorded (--no-record)")
 
     def write_readme(self, labels, summary):
-        o, sc = self.opts, self.sc
+        sc = self.sc
         cmd = shlex.join(["bench/run", sc.name, *self.argv])
-        env = " ".join(f"{k}={os.environ[k]}" for k in ("CELER_BIN", "ENGINE_BIN", "QUIET_WAIT_MAX", "QUIET_PCT", "CONTENDED_PCT", "CONTENDED_RETRIES") if os.environ.get(k))
+        env = " ".join(f"{k}={os.environ[k]}" for k in ("CELER_BIN", "ENGINE_BIN", "QUIET_WAIT_MAX", "QUIET_PCT",
+                                                         "CONTENDED_PCT", "CONTENDED_RETRIES") if os.environ.get(k))
         osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
         cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
         mem = int(open("/proc/meminfo").readline().split()[1]) / 1048576
