@@ -270,6 +270,8 @@ class Browser:
         self.driver = None
         self._console = []
         self._network = []
+        self._requests = []
+        self._sent_headers = {}
         options = webdriver.ChromeOptions()
         options.binary_location = CHROMIUM
         for flag in CHROMIUM_FLAGS + [f"--user-data-dir={self._profile}"] + list(extra_flags):
@@ -332,10 +334,14 @@ class Browser:
         )
 
     def click_link(self, text):
-        """Clicks the link whose visible text is exactly `text`."""
+        """Clicks the link whose visible text is exactly `text`; returns the
+        absolute URL it points to (for `wait_navigated`)."""
         from selenium.webdriver.common.by import By
 
-        self.driver.find_element(By.LINK_TEXT, text).click()
+        link = self.driver.find_element(By.LINK_TEXT, text)
+        href = link.get_property("href")
+        link.click()
+        return href
 
     def wait_navigated(self, url, what=None):
         """Waits until the current URL is `url` and the document is complete."""
@@ -371,8 +377,13 @@ class Browser:
             method, params = message.get("method"), message.get("params", {})
             if method == "Network.responseReceived":
                 self._network.append(params["response"])
-            elif method == "Network.requestWillBeSent" and "redirectResponse" in params:
-                self._network.append(params["redirectResponse"])
+            elif method == "Network.requestWillBeSent":
+                if "redirectResponse" in params:
+                    self._network.append(params["redirectResponse"])
+                self._requests.append((params["requestId"], params["request"]["url"]))
+            elif method == "Network.requestWillBeSentExtraInfo":
+                # The headers as sent, Accept-Encoding and cookies included.
+                self._sent_headers.setdefault(params["requestId"], []).append(params["headers"])
 
     def console(self):
         """Every browser log entry so far: console messages, uncaught
@@ -398,6 +409,24 @@ class Browser:
             seen = [r["url"] for r in self._network]
             raise AssertionError(f"no response for {url}; responses: {seen}")
         return matching[-1]
+
+    def request_headers(self, url):
+        """The headers Chromium sent on its last request for `url`, as it sent
+        them (names as on the wire); fails if there is none."""
+        self._drain_logs()
+        # A redirect keeps the request id: the n-th URL of an id is paired
+        # with the n-th headers sent under it.
+        position = {}
+        found = None
+        for request_id, request_url in self._requests:
+            n = position.get(request_id, 0)
+            position[request_id] = n + 1
+            sent = self._sent_headers.get(request_id, [])
+            if request_url == url and n < len(sent):
+                found = sent[n]
+        if found is None:
+            raise AssertionError(f"no request headers recorded for {url}")
+        return found
 
     def wait_download(self, name, timeout=WAIT_TIMEOUT):
         """Waits until `name` is completely downloaded; returns its bytes."""

@@ -3,6 +3,7 @@ downloads, and precompressed siblings the browser decodes."""
 
 import gzip
 import os
+import struct
 import urllib.parse
 
 import brotli
@@ -11,6 +12,15 @@ from selenium.webdriver.common.by import By
 
 from harness import BrowserTest, celer
 
+# A 1x1 icon: ICONDIR, one ICONDIRENTRY, a 32-bit BMP (header, one pixel,
+# the AND mask row padded to 4 bytes).
+FAVICON = (
+    struct.pack("<HHH", 0, 1, 1)
+    + struct.pack("<BBBBHHII", 1, 1, 0, 0, 1, 32, 40 + 4 + 4, 22)
+    + struct.pack("<IiiHHIIiiII", 40, 1, 2, 1, 32, 0, 8, 0, 0, 0, 0)
+    + bytes([0x1B, 0x54, 0xD2, 0xFF])
+    + bytes(4)
+)
 README = "Notes\n\nA file inside a subdirectory, shown as text.\n"
 SPACED = "spaces, an ampersand & a percent sign: 100%\n"
 UMLAUT = "Grüße aus dem Verzeichnis\n"
@@ -21,7 +31,7 @@ SCRIPT = (
     + "".join(f"const line{i} = 'the same words on line {i}';\n" for i in range(300))
     + "document.getElementById('out').textContent = 'script ran: ' + line299;\n"
 )
-PAGE = '<!doctype html><meta charset="utf-8"><title>Compressed</title><p id="out">waiting</p><script src="app.js"></script>\n'
+PAGE = '<!doctype html><meta charset="utf-8"><title>Compressed</title><link rel="icon" href="data:,"><p id="out">waiting</p><script src="app.js"></script>\n'
 TEXT = "".join(f"{i:05} the quick brown fox jumps over the lazy dog\n" for i in range(2000))
 
 
@@ -56,6 +66,9 @@ class Listing(BrowserTest):
         write(os.path.join(root, "notes", "readme.txt"), README)
         write(os.path.join(root, "notes", "data.bin"), os.urandom(200_000))
         write(os.path.join(root, ".secret"), "not for listing\n")
+        # Chromium asks every page's origin for /favicon.ico when the page
+        # names no icon (a listing does not); a site has one.
+        write(os.path.join(root, "favicon.ico"), FAVICON)
         return root
 
     def test_listing_navigates_and_downloads(self):
@@ -68,7 +81,7 @@ class Listing(BrowserTest):
         self.assertEqual(browser.driver.title, "Index of /")
         self.assertEqual(browser.driver.find_element(By.TAG_NAME, "h1").text, "Index of /")
         # Sorted by name; hidden names left out; directories end in '/'.
-        self.assertEqual(link_texts(browser), ["../", "a b & c.txt", "grüße.txt", "notes/"])
+        self.assertEqual(link_texts(browser), ["../", "a b & c.txt", "favicon.ico", "grüße.txt", "notes/"])
 
         # Into the subdirectory by its link.
         browser.click_link("notes/")
@@ -96,9 +109,10 @@ class Listing(BrowserTest):
 
         # Names that need escaping in a URL lead to their file.
         for name, content in [("a b & c.txt", SPACED), ("grüße.txt", UMLAUT)]:
-            browser.click_link(name)
-            url = server.url("/" + urllib.parse.quote(name))
-            browser.wait_navigated(url)
+            href = browser.click_link(name)
+            browser.wait_navigated(href)
+            path = urllib.parse.urlsplit(href).path
+            self.assertEqual(urllib.parse.unquote(path), "/" + name)
             self.assertEqual(shown_text(browser), content, name)
             browser.driver.back()
             browser.wait_navigated(server.url("/"))
@@ -132,6 +146,7 @@ class Precompressed(BrowserTest):
     def make_site(self):
         root = self.tempdir()
         write(os.path.join(root, "index.html"), PAGE)
+        write(os.path.join(root, "favicon.ico"), FAVICON)  # asked for by the text pages
         # Every sibling: the server picks by the browser's Accept-Encoding.
         write(os.path.join(root, "app.js"), SCRIPT)
         write(os.path.join(root, "app.js.gz"), gzip.compress(SCRIPT.encode()))
@@ -145,7 +160,7 @@ class Precompressed(BrowserTest):
 
     def accepted(self, browser, url):
         """The codings the browser offered for `url`, in its order."""
-        headers = browser.response(url).get("requestHeaders") or {}
+        headers = browser.request_headers(url)
         value = next((v for k, v in headers.items() if k.lower() == "accept-encoding"), None)
         self.assertIsNotNone(value, f"no Accept-Encoding recorded for {url}")
         return [c.split(";")[0].strip() for c in value.split(",")]
