@@ -116,6 +116,44 @@ def free_ports(n):
             s.close()
 
 
+def _listening_inodes(port):
+    """Socket inodes listening on TCP `port` (IPv4 or IPv6), from /proc/net."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    # local_address is HEXADDR:HEXPORT; state 0A is LISTEN.
+                    if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                        inodes.add(fields[9])
+        except FileNotFoundError:
+            pass
+    return inodes
+
+
+def _group_socket_inodes(pgid):
+    """Inodes of the sockets open in the processes of process group `pgid`:
+    tells a server's own listener from another process's on the same port."""
+    inodes = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                # pgrp is the 3rd field after the parenthesised command name.
+                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
+                    continue
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue  # exited meanwhile
+    return inodes
+
+
 def wait_until(condition, what, timeout=WAIT_TIMEOUT, interval=0.05):
     """Polls `condition()` until it returns a true value, which is returned;
     fails the test naming `what` if it has not after `timeout` seconds."""
@@ -142,8 +180,10 @@ class Server:
     `cmd` is an argument list; `{port}` in it becomes the first port, `{port1}`,
     `{port2}`... the following ones (`ports` of them in all). The process runs in
     its own process group with its output captured; it is ready when every port
-    accepts TCP connections. If it exits before that (say, a port was taken in
-    between), it is started again on new ports, up to 3 times.
+    has a listening socket opened in that group (read from /proc: another
+    process's listener on the port does not count). If it exits before that
+    saying an address is in use (a port taken since it was found free), it is
+    started again on new ports, up to 3 times.
     """
 
     def __init__(self, cmd, tls=False, ports=1, cwd=None, env=None):
@@ -155,12 +195,13 @@ class Server:
         self.proc = None
         self.ports = []
         self._log = None
-        last = None
-        for _ in range(3):
-            last = self._start()
-            if last is None:
+        for attempt in range(3):
+            failure = self._start()
+            if failure is None:
                 return
-        raise RuntimeError(f"server did not start: {last}")
+            # Only a port taken since free_ports() is worth another try.
+            if "in use" not in failure.lower() or attempt == 2:
+                raise RuntimeError(f"server did not start: {failure}")
 
     @property
     def port(self):
@@ -191,8 +232,7 @@ class Server:
         names = {"port": self.ports[0]}
         names.update({f"port{i}": p for i, p in enumerate(self.ports) if i > 0})
         cmd = [arg.format(**names) for arg in self.template]
-        if self._log is not None:
-            self._log.close()
+        self._drop_log()
         self._log = tempfile.NamedTemporaryFile(prefix="server-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             cmd,
@@ -210,15 +250,18 @@ class Server:
             if self.proc.poll() is not None:
                 _unregister(self.proc.pid)
                 return f"{cmd} exited with {self.proc.returncode}: {self.output().strip()}"
-            try:
-                with socket.create_connection(("127.0.0.1", pending[0]), timeout=1):
+            listeners = _listening_inodes(pending[0])
+            if listeners:
+                if listeners & _group_socket_inodes(self.proc.pid):
                     pending.pop(0)
                     continue
-            except OSError:
-                pass
+                if time.monotonic() >= deadline:
+                    # Someone else took the port between free_ports() and the bind.
+                    self.stop()
+                    return f"port {pending[0]} in use by another process"
             if time.monotonic() >= deadline:
                 self.stop()
-                raise RuntimeError(f"{cmd} not accepting on port {pending[0]} after {SERVER_READY_TIMEOUT} s")
+                raise RuntimeError(f"{cmd} not listening on port {pending[0]} after {SERVER_READY_TIMEOUT} s")
             time.sleep(0.05)
         return None
 
@@ -239,6 +282,10 @@ class Server:
                 self.proc.wait(SERVER_STOP_TIMEOUT)
         _kill_group(self.proc.pid)  # anything it left behind
         _unregister(self.proc.pid)
+        self._drop_log()
+        return self.proc.returncode
+
+    def _drop_log(self):
         if self._log is not None:
             self._log.close()
             try:
@@ -246,7 +293,6 @@ class Server:
             except OSError:
                 pass
             self._log = None
-        return self.proc.returncode
 
 
 class Browser:
