@@ -63,10 +63,15 @@ CHROMIUM_FLAGS = [
 # kill_everything() (the run's watchdog) if a test cannot clean up itself.
 _live_groups = set()
 _live_lock = threading.Lock()
+# Set by kill_everything(): what registers afterwards is killed at once.
+_dying = False
 
 
 def _register(pid):
     with _live_lock:
+        if _dying:
+            _kill_group(pid)
+            return
         _live_groups.add(pid)
 
 
@@ -83,8 +88,11 @@ def _kill_group(pid):
 
 
 def kill_everything():
-    """SIGKILLs every process group the harness started and has not stopped."""
+    """SIGKILLs every process group the harness started and has not stopped,
+    and any it registers from now on (for the end of a run)."""
+    global _dying
     with _live_lock:
+        _dying = True
         groups = list(_live_groups)
         _live_groups.clear()
     for pid in groups:
@@ -352,10 +360,18 @@ class Browser:
 
         t = threading.Thread(target=start, daemon=True)
         t.start()
-        t.join(BROWSER_START_TIMEOUT)
-        proc = getattr(self._service, "process", None)
-        if proc is not None:
-            _register(proc.pid)
+        # Register chromedriver's group as soon as it exists (before it starts
+        # Chromium), so that the run's watchdog can kill a start that hangs.
+        deadline = time.monotonic() + BROWSER_START_TIMEOUT
+        registered = False
+        while time.monotonic() < deadline:
+            t.join(0.02)
+            proc = getattr(self._service, "process", None)
+            if proc is not None and not registered:
+                _register(proc.pid)
+                registered = True
+            if not t.is_alive():
+                break
         if "driver" not in started:
             self.close()
             raise RuntimeError(f"Chromium did not start: {started.get('error', 'timed out')}")

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,6 +57,10 @@ def main():
 
     def watchdog():
         print(f"\nbrowser tests: still running after {RUN_TIMEOUT} s; killing them", file=sys.stderr)
+        harness.kill_everything()
+        # A browser or server being started right now registers within
+        # moments and is killed as it does.
+        time.sleep(0.5)
         harness.kill_everything()
         os._exit(1)
 
