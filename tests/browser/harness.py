@@ -539,17 +539,24 @@ class BrowserTest(unittest.TestCase):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, self._previous_alarm)
 
-    def server(self, cmd, **kwargs):
-        """Starts a `Server` (same arguments) stopped at cleanup; a failing
-        test prints what the server wrote."""
+    def server(self, cmd, exit_status=None, **kwargs):
+        """Starts a `Server` (other arguments as its own) stopped at cleanup.
+        The test fails if the server exited before that (a crash), or, with
+        `exit_status`, if stopping it (SIGTERM) did not end with that status.
+        A failing test prints what the server wrote."""
         server = Server(cmd, **kwargs)
 
         def stop():
             output = server.output()
+            crashed = server.proc.poll()
             status = server.stop()
-            if self._outcome_failed() and output:
-                sys.stderr.write(f"\n--- server output ({' '.join(cmd)}) ---\n{output}\n")
-            return status
+            if self._outcome_failed() or crashed is not None or (exit_status is not None and status != exit_status):
+                if output:
+                    sys.stderr.write(f"\n--- server output ({' '.join(cmd)}) ---\n{output}\n")
+            if crashed is not None:
+                raise AssertionError(f"the server exited during the test with status {crashed}")
+            if exit_status is not None and status != exit_status:
+                raise AssertionError(f"the server exited with status {status} on SIGTERM, not {exit_status}")
 
         self.addCleanup(stop)
         return server

@@ -6,7 +6,7 @@ from harness import BrowserTest, celer
 
 
 def serve_welcome(test, *flags, tls=False):
-    return test.server([celer(), "serve", "--listen", "tcp://127.0.0.1:{port}", *flags], tls=tls)
+    return test.server([celer(), "serve", "--listen", "tcp://127.0.0.1:{port}", *flags], tls=tls, exit_status=0)
 
 
 class WelcomeSite(BrowserTest):
@@ -107,6 +107,7 @@ class WelcomeSite(BrowserTest):
             ],
             tls=True,
             ports=2,
+            exit_status=0,
         )
         browser = self.browser(insecure_tls=True)
         plain = server.url("/style.css?v=1", port=server.ports[1]).replace("https:", "http:")
