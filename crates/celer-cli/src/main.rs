@@ -118,7 +118,7 @@ fn command_of(rendered: &str) -> String {
     let words: Vec<&str> = usage
         .unwrap_or("celer")
         .split_whitespace()
-        .take_while(|w| !w.starts_with(['[', '<']))
+        .take_while(|w| !w.starts_with(['[', '<', '-']))
         .collect();
     if words.is_empty() {
         "celer".to_owned()
