@@ -1,8 +1,10 @@
 //! The [`Server`]: binding, runtimes, accept loops, the connection limit and
 //! graceful shutdown.
 //!
-//! Accepting stops while the server is at its connection limit, so excess
-//! clients wait in the kernel's backlog instead of exhausting descriptors.
+//! At the connection limit each accept loop holds at most one accepted
+//! client waiting for a slot and accepts no more, so excess clients wait in
+//! the kernel's backlog instead of exhausting descriptors; the slot is taken
+//! after `accept`, which keeps the limit exact with one listener per worker.
 //!
 //! Each listener has a role: plain HTTP ([`Builder::listen`]), TLS
 //! ([`Builder::listen_tls`], with the certificates of [`Builder::tls`]), or
@@ -655,6 +657,27 @@ async fn accept_loop<A, F, S>(
         if shutdown.is_started() {
             return;
         }
+        let (io, info) = match tokio::select! {
+            biased;
+            () = &mut started => return,
+            res = acceptor.accept() => res,
+        } {
+            Ok(accepted) => accepted,
+            Err(err) if is_per_connection(&err) => continue,
+            Err(err) => {
+                // Out of descriptors or memory: back off instead of spinning,
+                // the process stays up and retries.
+                tracing::error!(target: "celer::serve", error = %err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // The connection slot is taken after `accept`, never before: a loop
+        // waiting for a slot then holds one accepted client, not a slot that
+        // a client queued on another worker's listener needs, so the limit
+        // is exact whatever the number of listeners (issue 20). At the limit
+        // this client waits, accepted, until a connection ends; later ones
+        // wait in the backlog, as this loop accepts no more meanwhile.
         let permit = match state.permits.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(TryAcquireError::Closed) => return,
@@ -667,16 +690,11 @@ async fn accept_loop<A, F, S>(
                 },
             },
         };
-        let accepted = tokio::select! {
-            biased;
-            () = &mut started => return,
-            res = acceptor.accept() => res,
-        };
         // At the handshake cap a TLS listener stops accepting, as at the
         // connection limit: further clients wait in the backlog, holding
         // nothing. The slot is taken after `accept` so that an idle listener
         // never holds one while another listener's clients wait.
-        let handshake = if tls && accepted.is_ok() {
+        let handshake = if tls {
             tokio::select! {
                 biased;
                 () = &mut started => return,
@@ -688,38 +706,23 @@ async fn accept_loop<A, F, S>(
         } else {
             None
         };
-        match accepted {
-            Ok((io, info)) => {
-                let service = make(&info);
-                let shutdown = shutdown.clone();
-                match (handshake, &state.tls) {
-                    (Some(handshake), Some(tls)) => {
-                        let (tls, config) = (tls.clone(), state.tls_config.clone());
-                        tokio::spawn(async move {
-                            tls::serve_connection(io, &tls, handshake, service, config, shutdown)
-                                .await;
-                            drop(permit);
-                        });
-                    }
-                    _ => {
-                        let config = state.config.clone();
-                        let conn = serve_connection(io, service, config, &shutdown);
-                        tokio::spawn(Holding {
-                            fut: conn,
-                            _permit: permit,
-                        });
-                    }
-                }
+        let service = make(&info);
+        let shutdown = shutdown.clone();
+        match (handshake, &state.tls) {
+            (Some(handshake), Some(tls)) => {
+                let (tls, config) = (tls.clone(), state.tls_config.clone());
+                tokio::spawn(async move {
+                    tls::serve_connection(io, &tls, handshake, service, config, shutdown).await;
+                    drop(permit);
+                });
             }
-            Err(err) => {
-                drop(permit);
-                if is_per_connection(&err) {
-                    continue;
-                }
-                // Out of descriptors or memory: back off instead of spinning,
-                // the process stays up and retries.
-                tracing::error!(target: "celer::serve", error = %err, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            _ => {
+                let config = state.config.clone();
+                let conn = serve_connection(io, service, config, &shutdown);
+                tokio::spawn(Holding {
+                    fut: conn,
+                    _permit: permit,
+                });
             }
         }
     }
