@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
@@ -913,6 +913,16 @@ impl<I: Transport> Conn<I> {
         poll_fn(|cx| self.poll_flush(cx)).await
     }
 
+    /// Shuts the transport's write side down; fails once that has waited
+    /// for the client longer than the write timeout.
+    async fn shutdown_write(&mut self) -> io::Result<()> {
+        poll_fn(|cx| match Pin::new(&mut self.io).poll_shutdown(cx) {
+            Poll::Ready(res) => Poll::Ready(res),
+            Poll::Pending => self.poll_write_stalled(cx).map(Err),
+        })
+        .await
+    }
+
     /// Answers a refused request with its status and reason, then closes.
     async fn reject(&mut self, reject: Reject) -> io::Result<()> {
         tracing::debug!(target: "celer::http1", status = %reject.status, reason = reject.reason, "request refused");
@@ -945,16 +955,18 @@ impl<I: Transport> Conn<I> {
         self.close().await
     }
 
-    /// Flushes, then closes. When the client has sent bytes the server did
-    /// not read, closes gracefully instead: after a write shutdown, reads and
-    /// discards for a moment so those bytes do not turn the close into a
-    /// reset that destroys the response (RFC 9112 §9.6).
+    /// Flushes, then shuts the write side down, within the write timeout:
+    /// over TLS that sends `close_notify`, which tells the end of the
+    /// stream from a truncation (RFC 8446 §6.1). When the client has sent
+    /// bytes the server did not read, closes gracefully: reads and discards
+    /// for a moment so those bytes do not turn the close into a reset that
+    /// destroys the response (RFC 9112 §9.6).
     async fn close(&mut self) -> io::Result<()> {
         self.flush().await?;
+        self.shutdown_write().await?;
         if self.rbuf.is_empty() && !self.io.has_unread_input() {
             return Ok(());
         }
-        self.io.shutdown().await?;
         let linger = self.config.limits.head_timeout.min(LINGER_TIME);
         let deadline = Instant::now() + linger;
         let mut discarded = 0;
@@ -1012,6 +1024,7 @@ fn poll_read_buf<I: AsyncRead + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncWriteExt;
 
     /// Every idle connection holds its whole task state; keep it small so
     /// 10,000 idle connections cost little (buffers are pooled, not held).
