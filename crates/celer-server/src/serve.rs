@@ -29,12 +29,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tower_service::Service;
 
 use crate::body::Incoming;
+use crate::common::ConnConfig;
 use crate::error::BoxError;
-use crate::http1::{Http1Config, serve_connection};
 use crate::limits::Limits;
 use crate::listen::{BindOptions, Listen, Listener, options_paths};
+use crate::proto;
+use crate::redirect::Redirect;
 use crate::shutdown::Shutdown;
-use crate::tls::{self, TlsConfig};
+use crate::tls::TlsConfig;
 use crate::transport::Transport;
 
 /// How connections are spread over threads.
@@ -267,13 +269,13 @@ impl Builder {
             HeaderValue::from_str(&format!("max-age={}", age.as_secs()))
                 .expect("digits are a valid header value")
         });
-        let config = Http1Config {
+        let config = ConnConfig {
             limits: self.limits,
             server_header: self.server_header,
             hsts: None,
             http2: self.http2,
         };
-        let tls_config = Http1Config {
+        let tls_config = ConnConfig {
             hsts,
             ..config.clone()
         };
@@ -300,9 +302,9 @@ fn no_redirect_target() -> io::Error {
 #[derive(Debug)]
 pub struct Bound {
     /// Settings of plain-HTTP connections.
-    config: Arc<Http1Config>,
+    config: Arc<ConnConfig>,
     /// Settings of HTTP over TLS (adds HSTS when configured).
-    tls_config: Arc<Http1Config>,
+    tls_config: Arc<ConnConfig>,
     tls: Option<TlsConfig>,
     /// Where redirect listeners send clients.
     https_port: u16,
@@ -466,8 +468,8 @@ impl Bound {
 
 /// What every accept loop and connection of one server shares.
 struct State {
-    config: Arc<Http1Config>,
-    tls_config: Arc<Http1Config>,
+    config: Arc<ConnConfig>,
+    tls_config: Arc<ConnConfig>,
     tls: Option<TlsConfig>,
     https_port: u16,
     /// One permit per open connection.
@@ -540,7 +542,7 @@ where
     S: HttpService,
 {
     if role == Role::Redirect {
-        let redirect = tls::Redirect {
+        let redirect = Redirect {
             https_port: state.https_port,
         };
         let make = Arc::new(move |_: &ConnInfo| redirect);
@@ -712,13 +714,13 @@ async fn accept_loop<A, F, S>(
             (Some(handshake), Some(tls)) => {
                 let (tls, config) = (tls.clone(), state.tls_config.clone());
                 tokio::spawn(async move {
-                    tls::serve_connection(io, &tls, handshake, service, config, shutdown).await;
+                    proto::tls(io, &tls, handshake, service, config, shutdown).await;
                     drop(permit);
                 });
             }
             _ => {
                 let config = state.config.clone();
-                let conn = serve_connection(io, service, config, &shutdown);
+                let conn = proto::plain(io, service, config, &shutdown);
                 tokio::spawn(Holding {
                     fut: conn,
                     _permit: permit,

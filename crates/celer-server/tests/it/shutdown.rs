@@ -129,10 +129,16 @@ async fn tls_close(srv: &crate::support::TestServer, mode: &str, then: impl FnOn
         .spawn()
         .expect("python3");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = bounded(lines.next_line()).await.unwrap().unwrap_or_default();
+    let first = bounded(lines.next_line())
+        .await
+        .unwrap()
+        .unwrap_or_default();
     assert_eq!(first, "answered 200", "{mode}");
     then();
-    let report = bounded(lines.next_line()).await.unwrap().unwrap_or_default();
+    let report = bounded(lines.next_line())
+        .await
+        .unwrap()
+        .unwrap_or_default();
     bounded(child.wait()).await.unwrap();
     serde_json::from_str(&report).unwrap_or_else(|e| panic!("{e}: {report}"))
 }
