@@ -79,9 +79,11 @@ fn tls_names_no_protocol_engine() {
 }
 
 #[test]
-fn only_tls_names_rustls() {
-    let found = offenders("rustls", |file| file.starts_with("tls/"));
-    assert_eq!(found, Vec::<String>::new());
+fn only_tls_names_rustls_and_webpki() {
+    for name in ["rustls", "webpki"] {
+        let found = offenders(name, |file| file.starts_with("tls/"));
+        assert_eq!(found, Vec::<String>::new(), "{name}");
+    }
 }
 
 #[test]
