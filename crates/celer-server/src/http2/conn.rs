@@ -5,9 +5,10 @@
 //! (each answer is polled first in a reused box, so a stream answered at
 //! once costs no allocation; one that waits keeps its box in a
 //! `FuturesUnordered`), the `h2` connection (accepting streams also writes
-//! what the streams queued), and a timer (in [`ConnState`]) whose meaning follows the state: the head timeout before the first
-//! stream, the keep-alive timeout while no stream is open, a grace period
-//! after `GOAWAY`. A new stream is accepted only when the service is ready,
+//! what the streams queued), and a timer (in [`ConnState`]) whose meaning
+//! follows the state: the head timeout before the first stream, the
+//! keep-alive timeout while no stream is open, a grace period after
+//! `GOAWAY`. A new stream is accepted only when the service is ready,
 //! so a slow service pushes back on the client through
 //! `SETTINGS_MAX_CONCURRENT_STREAMS`.
 
