@@ -23,7 +23,7 @@
 //!   protocols chosen by listener
 //! - `common`: what the engines share: [`ConnConfig`], the cached `Date`,
 //!   deadlines, the plain-text refusal
-//! - `http1`: the HTTP/1.1 engine (httparse in `http1::parse` only)
+//! - `http1`: the HTTP/1.1 engine (httparse in its `parse` and `decode` only)
 //! - `http2`: HTTP/2 on the `h2` crate (the only module naming `h2`)
 //! - `tls`: TLS on rustls, a transport: certificates, SNI, ALPN,
 //!   resumption, reload, the handshake, the records (the only module naming
@@ -35,6 +35,7 @@
 //! - `transport`: the byte streams the engine serves
 //! - `sys`: the few socket calls that need `unsafe`
 //! - `fuzzing`: the fuzz targets' entry points (feature `fuzzing`, and tests)
+//! - `tidy` (tests): the module boundaries above, checked on the sources
 //!
 //! `http1` and `http2` never name each other, and each named dependency
 //! stays in its module; the `tidy` test checks both.

@@ -14,7 +14,7 @@
 //! bytes after a bad request are never interpreted as another request.
 //!
 //! **Architecture Invariant:** this module never names `http2`; only
-//! `parse` names `httparse`. A connection that opens with another
+//! `parse` and `decode` (trailers) name `httparse`. A connection that opens with another
 //! protocol's bytes is recognised through [`Sniff`] and handed over through
 //! [`Switch`], both implemented by `proto`, which decides what a connection
 //! speaks.
