@@ -85,7 +85,7 @@ const TLS_CLOSE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/tls_close
 
 /// A TLS server with a self-signed certificate and a short keep-alive
 /// timeout, and the directory holding its PEM files.
-async fn start_tls() -> (crate::support::TestServer, tempfile::TempDir) {
+pub(crate) async fn start_tls() -> (crate::support::TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
