@@ -31,9 +31,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower_service::Service;
 
 use crate::Incoming;
+use crate::common::ConnConfig;
 use crate::http1::decode::{Decoded, Decoder};
 use crate::http1::parse::{self, Parsed};
-use crate::http1::{Http1Config, serve_connection};
+use crate::http1::serve_connection;
 use crate::limits::Limits;
 use crate::shutdown::Shutdown;
 
@@ -290,10 +291,10 @@ pub fn connection(data: &[u8]) {
         .expect("a current-thread runtime");
     let output = runtime.block_on(async {
         let (client, server) = tokio::io::duplex(16 * 1024);
-        let config = Arc::new(Http1Config {
+        let config = Arc::new(ConnConfig {
             limits,
             http2: false,
-            ..Http1Config::default()
+            ..ConnConfig::default()
         });
         let shutdown = Shutdown::new();
         let serve = serve_connection(server, Echo, config, &shutdown);

@@ -121,8 +121,11 @@ pub struct Limits {
     /// handler answered without reading its body; past it the connection is
     /// closed instead. Default is [`MAX_DRAIN_BYTES`].
     pub max_drain_bytes: u64,
-    /// Most connections open at once on one server; at the limit, accepting
-    /// pauses and new clients wait in the listen backlog. Default is
+    /// Most connections open at once on one server, exactly, whatever the
+    /// threading model and number of workers. At the limit the next client
+    /// waits (it is not refused): each accept loop (one per listener and
+    /// worker) holds at most one accepted client until a connection ends,
+    /// and further clients wait in the listen backlog. Default is
     /// [`MAX_CONNECTIONS`].
     pub max_connections: usize,
     /// Most requests served on one connection before it is closed, or `None`

@@ -12,6 +12,7 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode, Uri, Version};
 
 use crate::body::Incoming;
+pub(crate) use crate::common::Reject;
 use crate::limits::Limits;
 
 /// The most header fields the parser can hold, whatever the limit says.
@@ -41,18 +42,8 @@ pub(crate) struct Head {
     pub(crate) upgrade: bool,
 }
 
-/// Why a request was refused: the status to answer and a short reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Reject {
-    pub(crate) status: StatusCode,
-    pub(crate) reason: &'static str,
-}
-
 impl Reject {
-    pub(crate) const fn new(status: StatusCode, reason: &'static str) -> Reject {
-        Reject { status, reason }
-    }
-
+    /// A 400 with `reason`.
     const fn bad(reason: &'static str) -> Reject {
         Reject::new(StatusCode::BAD_REQUEST, reason)
     }

@@ -1,13 +1,14 @@
 //! One HTTP/2 connection (RFC 9113): streams accepted from the `h2` crate,
 //! each answered by the service, all in the connection's own task.
 //!
-//! The driver is one `poll_fn` over three things: the streams in flight
+//! The [`Driver`]'s `poll` turns over three things: the streams in flight
 //! (each answer is polled first in a reused box, so a stream answered at
 //! once costs no allocation; one that waits keeps its box in a
-//! `FuturesUnordered`), the `h2` connection (accepting streams also writes what the streams queued), and a
-//! timer whose meaning follows the state: the head timeout before the first
-//! stream, the keep-alive timeout while no stream is open, a grace period
-//! after `GOAWAY`. A new stream is accepted only when the service is ready,
+//! `FuturesUnordered`), the `h2` connection (accepting streams also writes
+//! what the streams queued), and a timer (in [`ConnState`]) whose meaning
+//! follows the state: the head timeout before the first stream, the
+//! keep-alive timeout while no stream is open, a grace period after
+//! `GOAWAY`. A new stream is accepted only when the service is ready,
 //! so a slow service pushes back on the client through
 //! `SETTINGS_MAX_CONCURRENT_STREAMS`.
 
@@ -29,8 +30,8 @@ use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use crate::body::Incoming;
+use crate::common::{ConnConfig, Reject, date, poll_deadline};
 use crate::error::BoxError;
-use crate::http1::{Http1Config, date, poll_deadline};
 use crate::http2::body::{H2Body, Handback};
 use crate::limits::{H2_STREAM_SEND_BUFFER, Limits};
 use crate::shutdown::Watch;
@@ -59,8 +60,8 @@ enum Phase {
 /// flight have finished.
 pub(crate) async fn serve_connection<I, S, B>(
     io: I,
-    mut service: S,
-    config: Arc<Http1Config>,
+    service: S,
+    config: Arc<ConnConfig>,
     shutdown: Watch,
 ) where
     I: AsyncRead + AsyncWrite + Unpin,
@@ -71,7 +72,7 @@ pub(crate) async fn serve_connection<I, S, B>(
 {
     let limits = &config.limits;
     let handshake = builder(limits).handshake::<_, Bytes>(io);
-    let mut conn = tokio::select! {
+    let conn = tokio::select! {
         biased;
         () = poll_fn(|cx| shutdown.poll_started(cx)) => return,
         done = tokio::time::timeout(limits.head_timeout, handshake) => match done {
@@ -86,7 +87,7 @@ pub(crate) async fn serve_connection<I, S, B>(
             }
         },
     };
-    let mut driver = Driver {
+    let state = ConnState {
         config: &config,
         shutdown,
         phase: Phase::Open,
@@ -95,35 +96,76 @@ pub(crate) async fn serve_connection<I, S, B>(
         opened: 0,
         cancelled: 0,
     };
-    // Streams whose answers wait (on the service, the client's window, a
-    // body): each in the box it was first polled in.
-    let mut streams = FuturesUnordered::new();
-    // Streams accepted in this turn, not yet run.
-    let mut batch = Vec::new();
-    // The box the next stream's answer is first polled in; kept while
-    // answers finish at their first poll, so those cost no allocation.
-    let mut scratch = None;
-    // One turn: finish what streams can, react to shutdown and the timer,
-    // accept new streams. Ready when the connection is over.
-    let result = poll_fn(|cx| {
+    let mut driver = Driver {
+        conn,
+        service,
+        state,
+        streams: FuturesUnordered::new(),
+        batch: Vec::new(),
+        scratch: None,
+        answer,
+    };
+    if let Err(err) = poll_fn(|cx| driver.poll(cx)).await {
+        tracing::debug!(target: "celer::http2", error = %err, "connection closed");
+    }
+}
+
+/// Drives one connection: the `h2` connection, the service, and the
+/// streams in flight, each answered by `answer` (the function, passed so
+/// that the type of its future can be named here).
+struct Driver<'a, I, S: Service<Request<Incoming>>, F, A> {
+    conn: Connection<I, Bytes>,
+    service: S,
+    state: ConnState<'a>,
+    /// Streams whose answers wait (on the service, the client's window, a
+    /// body): each in the box it was first polled in.
+    streams: FuturesUnordered<Boxed<A>>,
+    /// Streams accepted in this turn, not yet run.
+    batch: Vec<Stream<'a, S::Future>>,
+    /// The box the next stream's answer is first polled in; kept while
+    /// answers finish at their first poll, so those cost no allocation.
+    scratch: Option<Pin<Box<Option<A>>>>,
+    answer: F,
+}
+
+impl<'a, I, S, B, F, A> Driver<'a, I, S, F, A>
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    F: FnMut(Stream<'a, S::Future>) -> A,
+    A: Future<Output = Ended>,
+{
+    /// One turn: finish what streams can, react to shutdown and the timer,
+    /// accept new streams. Ready when the connection is over.
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), h2::Error>> {
+        let Driver {
+            conn,
+            service,
+            state,
+            streams,
+            batch,
+            scratch,
+            answer,
+        } = self;
         loop {
             while let Poll::Ready(Some(ended)) = streams.poll_next_unpin(cx) {
-                driver.ended(ended, &mut conn);
+                state.ended(ended, conn);
             }
-            if driver.phase == Phase::Open && driver.shutdown.poll_started(cx).is_ready() {
-                driver.go_away(&mut conn);
+            if state.phase == Phase::Open && state.shutdown.poll_started(cx).is_ready() {
+                state.go_away(conn);
             }
             if streams.is_empty() {
-                if driver.poll_quiet(cx) {
-                    if driver.phase == Phase::GoingAway {
+                if state.poll_quiet(cx) {
+                    if state.phase == Phase::GoingAway {
                         // The client would not read what was left to send.
                         return Poll::Ready(Ok(()));
                     }
-                    driver.go_away(&mut conn);
+                    state.go_away(conn);
                     continue;
                 }
             } else {
-                driver.quiet = None;
+                state.quiet = None;
             }
             // Accept every stream `h2` has read before running any: their
             // answers then queue together and leave in one write when the
@@ -151,11 +193,11 @@ pub(crate) async fn serve_connection<I, S, B>(
                 }
                 match conn.poll_accept(cx) {
                     Poll::Ready(Some(Ok((request, respond)))) => {
-                        driver.opened += 1;
+                        state.opened += 1;
                         // A new stream ends the quiet spell even if it is
                         // answered before `streams` is next seen non-empty.
-                        driver.quiet = None;
-                        batch.push(driver.start(&mut service, request, respond));
+                        state.quiet = None;
+                        batch.push(state.start(service, request, respond));
                         accepted = true;
                     }
                     Poll::Ready(Some(Err(err))) => return Poll::Ready(Err(err)),
@@ -177,8 +219,8 @@ pub(crate) async fn serve_connection<I, S, B>(
                 match polled {
                     Poll::Ready(ended) => {
                         slot.set(None);
-                        scratch = Some(slot);
-                        driver.ended(ended, &mut conn);
+                        *scratch = Some(slot);
+                        state.ended(ended, conn);
                     }
                     Poll::Pending => streams.push(Boxed(slot)),
                 }
@@ -192,10 +234,6 @@ pub(crate) async fn serve_connection<I, S, B>(
                 return Poll::Pending;
             }
         }
-    })
-    .await;
-    if let Err(err) = result {
-        tracing::debug!(target: "celer::http2", error = %err, "connection closed");
     }
 }
 
@@ -228,8 +266,8 @@ fn builder(limits: &Limits) -> h2::server::Builder {
 }
 
 /// The connection's own state, apart from the `h2` connection and streams.
-struct Driver<'a> {
-    config: &'a Http1Config,
+struct ConnState<'a> {
+    config: &'a ConnConfig,
     shutdown: Watch,
     phase: Phase,
     timer: Pin<Box<Sleep>>,
@@ -239,7 +277,7 @@ struct Driver<'a> {
     cancelled: u64,
 }
 
-impl<'a> Driver<'a> {
+impl<'a> ConnState<'a> {
     /// Counts a stream that ended; applies the rapid-reset rule
     /// (CVE-2023-44487): more cancelled streams than the limit, and more
     /// than half of all streams opened, close the connection.
@@ -361,18 +399,11 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// A request the engine refuses before the service sees it.
-#[derive(Debug, Clone, Copy)]
-struct Reject {
-    status: StatusCode,
-    reason: &'static str,
-}
-
 /// The HTTP/1.1 engine's request limits, applied to an HTTP/2 head; the
 /// declared body length when they hold. The header list size is enforced
 /// by `h2` itself (`max_header_list_size`).
 fn check(parts: &http::request::Parts, limits: &Limits) -> Result<Option<u64>, Reject> {
-    let reject = |status, reason| Err(Reject { status, reason });
+    let reject = |status, reason| Err(Reject::new(status, reason));
     if parts.headers.len() > limits.max_headers {
         return reject(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -404,7 +435,7 @@ enum Call<F> {
 
 /// One stream in flight, before it becomes a future.
 struct Stream<'a, F> {
-    config: &'a Http1Config,
+    config: &'a ConnConfig,
     respond: SendResponse<Bytes>,
     is_head: bool,
     /// Where the request stream comes back if the service drops its body
@@ -531,7 +562,7 @@ async fn drain(recv: &mut h2::RecvStream, limits: &Limits) -> bool {
 fn send_whole(
     respond: &mut SendResponse<Bytes>,
     parts: http::response::Parts,
-    config: &Http1Config,
+    config: &ConnConfig,
     is_head: bool,
 ) -> Ended {
     let mut parts = parts;
@@ -557,14 +588,8 @@ fn send_whole(
 /// The engine's answer to a refused request: a status and a one-line
 /// reason (carried in the extensions until it is sent).
 fn rejection<B>(reject: Reject) -> Response<Option<B>> {
-    let mut response = Response::new(None);
-    *response.status_mut() = reject.status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    let text = format!("{} {}\n", reject.status.as_u16(), reject.reason);
+    let (parts, text) = reject.response().into_parts();
+    let mut response = Response::from_parts(parts, None);
     response
         .extensions_mut()
         .insert(RejectText(Bytes::from(text)));
@@ -587,7 +612,7 @@ fn status_has_body(status: StatusCode) -> bool {
 /// `content-length` when the body's length is known, `date`, `server` and
 /// `strict-transport-security` as the HTTP/1.1 engine does. Returns the
 /// `content-length` the head declares (the service's, else `length`).
-fn prepare_head(headers: &mut HeaderMap, config: &Http1Config, length: Option<u64>) -> Option<u64> {
+fn prepare_head(headers: &mut HeaderMap, config: &ConnConfig, length: Option<u64>) -> Option<u64> {
     // One pass comparing names (standard names compare as enum tags),
     // instead of hashing each name the engine looks for.
     let (mut forbidden, mut has_length, mut has_date, mut has_server, mut has_hsts) =

@@ -12,6 +12,7 @@ use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
 use crate::body::Incoming;
+use crate::common::Reject;
 
 /// Answers every request with a 308 to `https://HOST[:PORT]/TARGET`.
 #[derive(Debug, Clone, Copy)]
@@ -30,27 +31,21 @@ impl Service<Request<Incoming>> for Redirect {
     }
 
     fn call(&mut self, req: Request<Incoming>) -> Self::Future {
-        let (status, body, location) = match self.location(&req) {
-            Some(location) => {
-                let body = format!("{}\n", location.to_str().unwrap_or_default());
-                (StatusCode::PERMANENT_REDIRECT, body, Some(location))
-            }
-            None => (
+        let Some(location) = self.location(&req) else {
+            return ready(Ok(Reject::new(
                 StatusCode::BAD_REQUEST,
-                "missing or invalid Host\n".to_owned(),
-                None,
-            ),
+                "missing or invalid host",
+            )
+            .response()));
         };
-        let mut res = Response::new(body);
-        *res.status_mut() = status;
+        let mut res = Response::new(format!("{}\n", location.to_str().unwrap_or_default()));
+        *res.status_mut() = StatusCode::PERMANENT_REDIRECT;
         let headers = res.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        if let Some(location) = location {
-            headers.insert(header::LOCATION, location);
-        }
+        headers.insert(header::LOCATION, location);
         ready(Ok(res))
     }
 }
