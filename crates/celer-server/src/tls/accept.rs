@@ -3,26 +3,26 @@
 
 use std::sync::Arc;
 
-use tokio::sync::OwnedSemaphorePermit;
-
 use crate::http1::{self, Http1Config};
 use crate::http2;
 use crate::serve::HttpService;
 use crate::shutdown::Shutdown;
-use crate::tls::handshake::handshake;
+use crate::tls::admission::Slot;
+use crate::tls::handshake::handshake_admitted;
 use crate::tls::stream::TlsStream;
 use crate::tls::{ALPN_H2, ALPN_HTTP1, TlsConfig};
 use crate::transport::Transport;
 
 /// Completes the handshake on `io` within the handshake timeout, releases
-/// the handshake slot `permit`, then serves the connection.
+/// the handshake slot `slot`, then serves the connection.
 ///
-/// A handshake that fails, times out or is cut short by shutdown closes
-/// the connection; the client sees an alert or a close, never a response.
+/// A handshake that fails, times out, is shed for a newer one at the cap
+/// (`admission`) or is cut short by shutdown closes the connection; the
+/// client sees an alert or a close, never a response.
 pub(crate) async fn serve_connection<I, S>(
     mut io: I,
     tls: &TlsConfig,
-    permit: OwnedSemaphorePermit,
+    slot: Slot,
     service: S,
     config: Arc<Http1Config>,
     shutdown: Shutdown,
@@ -31,23 +31,27 @@ pub(crate) async fn serve_connection<I, S>(
     S: HttpService,
 {
     let timeout = config.limits.tls_handshake_timeout;
-    let handshake = tokio::time::timeout(timeout, handshake(&mut io, tls));
+    let handshake = tokio::time::timeout(timeout, handshake_admitted(&mut io, tls, &slot));
     let established = tokio::select! {
         biased;
         () = shutdown.started() => return,
-        done = handshake => match done {
-            Ok(Ok(established)) => established,
-            Ok(Err(err)) => {
+        done = slot.run(handshake) => match done {
+            None => {
+                tracing::debug!(target: "celer::tls", "handshake shed for a newer connection");
+                return;
+            }
+            Some(Ok(Ok(established))) => established,
+            Some(Ok(Err(err))) => {
                 tracing::debug!(target: "celer::tls", error = %err, "handshake failed");
                 return;
             }
-            Err(_) => {
+            Some(Err(_)) => {
                 tracing::debug!(target: "celer::tls", "handshake timed out");
                 return;
             }
         },
     };
-    drop(permit);
+    drop(slot);
     dispatch(TlsStream::new(io, established), service, config, shutdown).await;
 }
 

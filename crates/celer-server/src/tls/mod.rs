@@ -6,6 +6,8 @@
 //!   naming the file, the SNI resolver, versions, ALPN, resumption, reload
 //! - `accept`: the handshake (timeout, concurrent-handshake cap) and the
 //!   dispatch on the negotiated ALPN protocol
+//! - `admission`: the concurrent-handshake cap, which sheds the least
+//!   advanced pending handshake rather than pause the listener
 //! - `handshake`: the handshake through rustls's unbuffered API, with the
 //!   configuration chosen on the ClientHello; hands the keys over
 //! - `record`: the record layer after the handshake, no IO: opens records in
@@ -26,6 +28,7 @@
 //! **Architecture Invariant:** only this module names rustls.
 
 mod accept;
+mod admission;
 mod aead;
 mod config;
 mod handshake;
@@ -36,5 +39,6 @@ mod stream;
 mod tests;
 
 pub(crate) use accept::serve_connection;
+pub(crate) use admission::Handshakes;
 pub use config::{ALPN_H2, ALPN_HTTP1, CertInfo, TlsBuilder, TlsConfig};
 pub(crate) use redirect::Redirect;
