@@ -53,7 +53,7 @@ enum Step {
 
 /// Runs the handshake on `io`. On failure the client is sent the alert
 /// rustls chose (best effort) and the error says why.
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) async fn handshake<I>(io: &mut I, tls: &TlsConfig) -> io::Result<Established>
 where
     I: AsyncRead + AsyncWrite + Unpin,

@@ -16,6 +16,8 @@
 //!   would do it byte for byte
 //! - `stream`: `TlsStream`, the engine's transport over `record`
 //! - `redirect`: the plain-HTTP listener service answering 308 to `https`
+//! - `differential`: the record layer against rustls's client (fuzzing and
+//!   tests only)
 //!
 //! rustls does the handshake and derives the keys; after the handshake it
 //! hands over the traffic keys (its "kernel" API, made for kTLS) and the
@@ -31,6 +33,8 @@ mod accept;
 mod admission;
 mod aead;
 mod config;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod differential;
 mod handshake;
 mod record;
 mod redirect;

@@ -196,8 +196,9 @@ impl RecordLayer {
         })
     }
 
-    /// Lowers the number of records sealed with one key (tests reach it).
-    #[cfg(test)]
+    /// Lowers the number of records sealed with one key (tests and the
+    /// differential fuzz target reach it).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn set_write_limit(&mut self, records: u64) {
         self.write_limit = records;
     }
