@@ -3,9 +3,9 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::sync::OnceLock;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use socket2::{Domain, SockAddr, Socket, Type};

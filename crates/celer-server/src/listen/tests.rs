@@ -47,7 +47,11 @@ fn the_same_descriptor_is_adopted_once() {
 
 #[test]
 fn standard_streams_are_refused_and_left_open() {
-    for (fd, name) in [(0, "standard input"), (1, "standard output"), (2, "standard error")] {
+    for (fd, name) in [
+        (0, "standard input"),
+        (1, "standard output"),
+        (2, "standard error"),
+    ] {
         let err = error(fd);
         assert!(err.contains(name), "{err}");
         assert!(is_open(fd), "descriptor {fd} was closed");

@@ -296,9 +296,7 @@ impl ServerCertVerifier for AnyCertificate {
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -309,7 +307,9 @@ mod tests {
         for suite in 0..super::SUITES.len() as u8 {
             // 40,000 bytes each way (three records), a key update asked by
             // the client, ours every 2 records, then both ways again.
-            super::run(&[suite, 0, 0x9c, 0x40, 1, 0x9c, 0x40, 2, 0, 0, 3, 0, 1, 1, 0x9c, 0x40, 0, 0, 5]);
+            super::run(&[
+                suite, 0, 0x9c, 0x40, 1, 0x9c, 0x40, 2, 0, 0, 3, 0, 1, 1, 0x9c, 0x40, 0, 0, 5,
+            ]);
         }
     }
 }

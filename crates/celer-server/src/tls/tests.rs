@@ -707,7 +707,10 @@ async fn key_updates_that_request_nothing_count_against_the_limit_too() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
     drop(stream);
     // RFC 8446 §6: alert level fatal (2), unexpected_message (10).
-    assert_eq!(client.recv().await, (rustls::ContentType::Alert, vec![2, 10]));
+    assert_eq!(
+        client.recv().await,
+        (rustls::ContentType::Alert, vec![2, 10])
+    );
 }
 
 #[tokio::test]
@@ -721,7 +724,10 @@ async fn an_unknown_key_update_request_is_an_illegal_parameter() {
         assert!(stream.read(&mut buf).await.is_err());
         drop(stream);
         // RFC 8446 §4.6.3: illegal_parameter (47), not decode_error.
-        assert_eq!(client.recv().await, (rustls::ContentType::Alert, vec![2, 47]));
+        assert_eq!(
+            client.recv().await,
+            (rustls::ContentType::Alert, vec![2, 47])
+        );
     }
 }
 

@@ -601,7 +601,10 @@ async fn at_the_handshake_cap_the_oldest_idle_handshake_is_shed_for_a_new_client
     let (ok, text) = curl(srv.addr, "localhost", &pki.ca, &[&url]).await;
     assert!(ok, "{text}");
     assert!(text.contains("Hello, World!"), "{text}");
-    assert!(oldest.is_closed().await, "the oldest idle handshake was shed");
+    assert!(
+        oldest.is_closed().await,
+        "the oldest idle handshake was shed"
+    );
     // A third real client sheds the second idle one in turn.
     let (ok, text) = curl(srv.addr, "localhost", &pki.ca, &[&url]).await;
     assert!(ok, "{text}");
@@ -629,7 +632,11 @@ async fn a_connection_without_a_client_hello_is_closed_long_before_the_handshake
     .await;
     assert!(celer_server::limits::TLS_CLIENT_HELLO_TIMEOUT < Duration::from_secs(3600));
     // Silent, one byte, half a ClientHello record; all at once.
-    let sends = [&b""[..], &[0x16][..], &[0x16, 0x03, 0x01, 0x01, 0x00, 0x01][..]];
+    let sends = [
+        &b""[..],
+        &[0x16][..],
+        &[0x16, 0x03, 0x01, 0x01, 0x00, 0x01][..],
+    ];
     let mut clients = Vec::new();
     for sent in sends {
         let mut raw = Raw::connect(srv.addr).await;
