@@ -16,6 +16,9 @@
 //! - [`connection`]: the HTTP/1.1 engine on an in-memory stream, with time
 //!   paused: the connection ends (no hang) and everything written back is a
 //!   sequence of HTTP/1.1 responses.
+//! - [`tls_records`]: the TLS record layer against rustls's client, both
+//!   ways, across suites, lengths, sequence numbers and key updates: every
+//!   byte arrives unchanged.
 
 use std::convert::Infallible;
 use std::future::{Future, poll_fn};
@@ -444,6 +447,15 @@ impl Service<Request<Incoming>> for Echo {
     }
 }
 
+/// Records sealed by Celer opened by rustls, and sealed by rustls opened by
+/// Celer, on one TLS connection: the input picks the suite (TLS 1.3 or
+/// 1.2; AES-GCM or ChaCha20-Poly1305), then a sequence of sends each way
+/// of any length and key updates from either side. Every byte must arrive
+/// unchanged, neither side may fail, and both `close_notify`s arrive.
+pub fn tls_records(data: &[u8]) {
+    crate::tls::differential::run(data);
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -491,5 +503,10 @@ mod tests {
     #[test]
     fn connection_corpus_replays() {
         replay("connection", super::connection);
+    }
+
+    #[test]
+    fn tls_records_corpus_replays() {
+        replay("tls_records", super::tls_records);
     }
 }

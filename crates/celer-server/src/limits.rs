@@ -56,10 +56,20 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default for [`Limits::max_tls_handshakes`]: 1,024 TLS handshakes in
 /// progress at once per server. A full handshake costs the server a
-/// signature (hundreds of microseconds); past the cap, accepting on TLS
-/// listeners pauses and new clients wait in the listen backlog, so a flood
-/// of half-open handshakes cannot take every connection slot or all CPU.
+/// signature (hundreds of microseconds) and holds a task and buffers. The
+/// listener never pauses for it: at the cap a new connection takes the
+/// place of the least advanced pending handshake (the oldest still waiting
+/// for its ClientHello, else the oldest), which is closed, so a flood of
+/// half-open handshakes can neither hold every slot nor keep real clients
+/// in the listen backlog.
 pub const MAX_TLS_HANDSHAKES: usize = 1024;
+
+/// Time a TLS connection gets from being accepted to its whole ClientHello
+/// (3 s, actix-web's figure for its whole handshake): a client sends it in
+/// its first flight, so a connection that has not within 3 s is closed. A
+/// connection that opens and stays silent holds a handshake slot this
+/// long, not the whole [`TLS_HANDSHAKE_TIMEOUT`].
+pub const TLS_CLIENT_HELLO_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Default for the TLS session cache (`TlsBuilder::session_cache_size`):
 /// 4,096 sessions kept for session-ID resumption (about 1 MiB). Sessions
@@ -150,9 +160,9 @@ pub struct Limits {
     /// handshake; past it the connection is closed. Default is
     /// [`TLS_HANDSHAKE_TIMEOUT`].
     pub tls_handshake_timeout: Duration,
-    /// Most TLS handshakes in progress at once on one server; at the cap,
-    /// accepting on TLS listeners pauses until one finishes. Default is
-    /// [`MAX_TLS_HANDSHAKES`].
+    /// Most TLS handshakes in progress at once on one server; at the cap a
+    /// new connection sheds the least advanced pending handshake (accepting
+    /// never pauses). Default is [`MAX_TLS_HANDSHAKES`].
     pub max_tls_handshakes: usize,
     /// Most streams a client may have open at once on one HTTP/2
     /// connection (`SETTINGS_MAX_CONCURRENT_STREAMS`); a client that opens

@@ -22,8 +22,6 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::OwnedSemaphorePermit;
-
 use crate::common::ConnConfig;
 use crate::http1::{self, Http1Only, Sniff, Sniffed, Switch};
 use crate::http2;
@@ -51,11 +49,11 @@ where
 }
 
 /// Serves a TLS connection: the handshake within its timeout (releasing
-/// the handshake slot `permit` after it), then the protocol ALPN chose.
+/// the handshake slot `slot` after it), then the protocol ALPN chose.
 pub(crate) async fn tls<I, S>(
     io: I,
     tls: &TlsConfig,
-    permit: OwnedSemaphorePermit,
+    slot: tls::Slot,
     service: S,
     config: Arc<ConnConfig>,
     shutdown: Shutdown,
@@ -64,7 +62,7 @@ pub(crate) async fn tls<I, S>(
     S: HttpService,
 {
     let timeout = config.limits.tls_handshake_timeout;
-    let Some(stream) = tls::accept(io, tls, permit, timeout, &shutdown).await else {
+    let Some(stream) = tls::accept(io, tls, slot, timeout, &shutdown).await else {
         return;
     };
     match stream.alpn_protocol() {

@@ -9,8 +9,9 @@
 //! Each listener has a role: plain HTTP ([`Builder::listen`]), TLS
 //! ([`Builder::listen_tls`], with the certificates of [`Builder::tls`]), or
 //! a plain-HTTP redirect to the first TLS listener
-//! ([`Builder::redirect_http`]). A TLS listener also stops accepting while
-//! `Limits::max_tls_handshakes` handshakes are in progress.
+//! ([`Builder::redirect_http`]). A TLS listener never pauses for pending
+//! handshakes: past `Limits::max_tls_handshakes` the least advanced one is
+//! shed.
 
 use std::future::Future;
 use std::io;
@@ -36,7 +37,7 @@ use crate::listen::{BindOptions, Listen, Listener, options_paths};
 use crate::proto;
 use crate::redirect::Redirect;
 use crate::shutdown::Shutdown;
-use crate::tls::TlsConfig;
+use crate::tls::{self, TlsConfig};
 use crate::transport::Transport;
 
 /// How connections are spread over threads.
@@ -475,15 +476,14 @@ struct State {
     /// One permit per open connection.
     permits: Arc<Semaphore>,
     max: u32,
-    /// One permit per TLS handshake in progress.
-    handshakes: Arc<Semaphore>,
+    /// The TLS handshakes in progress.
+    handshakes: Arc<tls::Handshakes>,
 }
 
 impl State {
     fn new(bound: &Bound) -> State {
         let limits = &bound.config.limits;
         let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS) as u32;
-        let handshakes = limits.max_tls_handshakes.clamp(1, Semaphore::MAX_PERMITS);
         State {
             config: bound.config.clone(),
             tls_config: bound.tls_config.clone(),
@@ -491,7 +491,7 @@ impl State {
             https_port: bound.https_port,
             permits: Arc::new(Semaphore::new(max as usize)),
             max,
-            handshakes: Arc::new(Semaphore::new(handshakes)),
+            handshakes: Arc::new(tls::Handshakes::new(limits.max_tls_handshakes)),
         }
     }
 
@@ -692,22 +692,10 @@ async fn accept_loop<A, F, S>(
                 },
             },
         };
-        // At the handshake cap a TLS listener stops accepting, as at the
-        // connection limit: further clients wait in the backlog, holding
-        // nothing. The slot is taken after `accept` so that an idle listener
-        // never holds one while another listener's clients wait.
-        let handshake = if tls {
-            tokio::select! {
-                biased;
-                () = &mut started => return,
-                permit = state.handshakes.clone().acquire_owned() => match permit {
-                    Ok(p) => Some(p),
-                    Err(_) => return,
-                },
-            }
-        } else {
-            None
-        };
+        // A TLS handshake slot never waits: at the cap the least advanced
+        // pending handshake is shed (`tls::Handshakes`), so the listener
+        // keeps accepting (issue 20).
+        let handshake = tls.then(|| state.handshakes.admit());
         let service = make(&info);
         let shutdown = shutdown.clone();
         match (handshake, &state.tls) {

@@ -25,10 +25,13 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// The connection after a 101 response.
 ///
-/// Over TLS a write that answers `Pending` has already sealed its bytes
-/// into records (a record cannot be taken back): retry it with the same
-/// bytes, as `write_all` and every buffered writer do. Writing different
-/// bytes after a `Pending` would send the earlier ones.
+/// Its writes keep the ordinary `AsyncWrite` contract over TLS as over
+/// plain TCP: a write that answers `Pending` has taken none of its bytes,
+/// so it may be dropped (a `select!` taking another branch) and other bytes
+/// written instead. Over TLS a write that answers `Ready(Ok(n))` has sealed
+/// its `n` bytes, which may still wait in the connection for the socket (up
+/// to one write's worth, 64 KiB): call `flush` before waiting on anything
+/// else, as with any buffered writer.
 pub struct Upgraded {
     inner: Prefixed<Box<dyn Io>>,
 }

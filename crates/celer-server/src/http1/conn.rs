@@ -574,6 +574,13 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
                 Poll::Pending => return self.poll_write_stalled(cx).map(Err),
             }
         }
+        // Output the transport still holds (TLS records the socket did not
+        // take yet); a no-op on a plain socket.
+        match Pin::new(&mut self.io).poll_flush(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+            Poll::Pending => return self.poll_write_stalled(cx).map(Err),
+        }
         self.wrote();
         Poll::Ready(Ok(()))
     }

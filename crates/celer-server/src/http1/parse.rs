@@ -149,10 +149,13 @@ pub(crate) fn parse_head(
         let name = &head[span.name.0..span.name.1];
         let name = header_name(name)?;
         #[allow(unsafe_code)]
-        // SAFETY: httparse accepted every byte of the value, and the bytes it
-        // accepts in a field value (HTAB, 0x20..=0x7E, 0x80..=0xFF) are
-        // exactly the ones `HeaderValue` allows; `valid_field_bytes` in the
-        // tests checks the two sets agree.
+        // SAFETY: `from_maybe_shared_unchecked` requires every byte to be
+        // one `HeaderValue::from_bytes` would accept: HTAB, or 0x20..=0xFF
+        // but DEL (0x7F). Every byte here is in a field value httparse
+        // accepted, and httparse accepts only HTAB, 0x20..=0x7E and
+        // 0x80..=0xFF there, each of which the constructor's precondition
+        // allows (DEL and the other control bytes fail the parse);
+        // `valid_field_bytes` in the tests checks this byte by byte.
         let value = unsafe {
             HeaderValue::from_maybe_shared_unchecked(head.slice(span.value.0..span.value.1))
         };

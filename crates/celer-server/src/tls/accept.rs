@@ -4,44 +4,47 @@
 
 use std::time::Duration;
 
-use tokio::sync::OwnedSemaphorePermit;
-
 use crate::shutdown::Shutdown;
 use crate::tls::TlsConfig;
-use crate::tls::handshake::handshake;
+use crate::tls::admission::Slot;
+use crate::tls::handshake::handshake_admitted;
 use crate::tls::stream::TlsStream;
 use crate::transport::Transport;
 
 /// Completes the handshake on `io` within `timeout`, then releases the
-/// handshake slot `permit`; the established stream reports the negotiated
+/// handshake slot `slot`; the established stream reports the negotiated
 /// ALPN protocol ([`TlsStream::alpn_protocol`]).
 ///
-/// `None` when the handshake failed, timed out or was cut short by
-/// shutdown: the connection closes, and the client sees an alert or a
-/// close, never a response.
+/// `None` when the handshake failed, timed out, was shed for a newer one
+/// at the cap (`admission`) or was cut short by shutdown: the connection
+/// closes, and the client sees an alert or a close, never a response.
 pub(crate) async fn accept<I: Transport>(
     mut io: I,
     tls: &TlsConfig,
-    permit: OwnedSemaphorePermit,
+    slot: Slot,
     timeout: Duration,
     shutdown: &Shutdown,
 ) -> Option<TlsStream<I>> {
-    let handshake = tokio::time::timeout(timeout, handshake(&mut io, tls));
+    let handshake = tokio::time::timeout(timeout, handshake_admitted(&mut io, tls, &slot));
     let established = tokio::select! {
         biased;
         () = shutdown.started() => return None,
-        done = handshake => match done {
-            Ok(Ok(established)) => established,
-            Ok(Err(err)) => {
+        done = slot.run(handshake) => match done {
+            None => {
+                tracing::debug!(target: "celer::tls", "handshake shed for a newer connection");
+                return None;
+            }
+            Some(Ok(Ok(established))) => established,
+            Some(Ok(Err(err))) => {
                 tracing::debug!(target: "celer::tls", error = %err, "handshake failed");
                 return None;
             }
-            Err(_) => {
+            Some(Err(_)) => {
                 tracing::debug!(target: "celer::tls", "handshake timed out");
                 return None;
             }
         },
     };
-    drop(permit);
+    drop(slot);
     Some(TlsStream::new(io, established))
 }

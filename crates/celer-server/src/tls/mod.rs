@@ -4,8 +4,10 @@
 //!
 //! - `config`: [`TlsConfig`] and [`TlsBuilder`]: PEM loading with errors
 //!   naming the file, the SNI resolver, versions, ALPN, resumption, reload
-//! - `accept`: the handshake (timeout, concurrent-handshake cap), yielding
-//!   a `TlsStream` that reports the ALPN protocol
+//! - `accept`: the handshake (timeout, ClientHello deadline), yielding a
+//!   `TlsStream` that reports the ALPN protocol
+//! - `admission`: the concurrent-handshake cap, which sheds the least
+//!   advanced pending handshake rather than pause the listener
 //! - `handshake`: the handshake through rustls's unbuffered API, with the
 //!   configuration chosen on the ClientHello; hands the keys over
 //! - `record`: the record layer after the handshake, no IO: opens records in
@@ -13,6 +15,8 @@
 //! - `aead`: one record's protection with ring's AEADs, in place, as rustls
 //!   would do it byte for byte
 //! - `stream`: `TlsStream`, the engine's transport over `record`
+//! - `differential`: the record layer against rustls's client (fuzzing and
+//!   tests only)
 //!
 //! rustls does the handshake and derives the keys; after the handshake it
 //! hands over the traffic keys (its "kernel" API, made for kTLS) and the
@@ -25,8 +29,11 @@
 //! no protocol engine: TLS is a transport; `proto` chooses what runs on it.
 
 mod accept;
+mod admission;
 mod aead;
 mod config;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod differential;
 mod handshake;
 mod record;
 mod stream;
@@ -34,4 +41,5 @@ mod stream;
 mod tests;
 
 pub(crate) use accept::accept;
+pub(crate) use admission::{Handshakes, Slot};
 pub use config::{ALPN_H2, ALPN_HTTP1, CertInfo, TlsBuilder, TlsConfig};
