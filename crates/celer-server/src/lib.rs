@@ -18,6 +18,7 @@
 //!   the handshake, the HTTP-to-HTTPS redirect
 //! - `body`: the request body type [`Incoming`]
 //! - `upgrade`: handing a connection over after `101 Switching Protocols`
+//! - `ws`: WebSocket (RFC 6455) and permessage-deflate (RFC 7692) on an upgraded connection
 //! - `prefixed`: bytes read ahead replayed in front of a handed-over stream
 //! - `transport`: the byte streams the engine serves
 //! - `sys`: the few socket calls that need `unsafe`
@@ -58,6 +59,7 @@ pub use sys::raise_fd_limit;
 pub mod tls;
 mod transport;
 pub mod upgrade;
+pub mod ws;
 
 pub use body::Incoming;
 pub use error::{BoxError, Error};

@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
 use crate::prefixed::Prefixed;
+use crate::shutdown::Watch;
 
 /// A byte stream the engine can hand over.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -29,15 +30,35 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 /// into records (a record cannot be taken back): retry it with the same
 /// bytes, as `write_all` and every buffered writer do. Writing different
 /// bytes after a `Pending` would send the earlier ones.
+///
+/// An upgraded connection counts as open for the server's graceful
+/// shutdown: the server waits (up to its shutdown timeout) until every
+/// `Upgraded` is dropped. Its owner learns that shutdown started from
+/// [`Upgraded::poll_shutdown_started`] and should then end the protocol
+/// cleanly (a WebSocket sends close 1001).
 pub struct Upgraded {
     inner: Prefixed<Box<dyn Io>>,
+    watch: Watch,
 }
 
 impl Upgraded {
-    pub(crate) fn new(io: Box<dyn Io>, read_buf: Bytes) -> Upgraded {
+    pub(crate) fn new(io: Box<dyn Io>, read_buf: Bytes, watch: Watch) -> Upgraded {
         Upgraded {
             inner: Prefixed::new(read_buf, io),
+            watch: watch.into_upgraded(),
         }
+    }
+
+    /// True once the server's graceful shutdown has started.
+    pub fn shutdown_started(&self) -> bool {
+        self.watch.is_started()
+    }
+
+    /// Ready once the server's graceful shutdown has started; otherwise
+    /// wakes `cx` when it does. One task should poll it: the last waker
+    /// registered is the one woken.
+    pub fn poll_shutdown_started(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.watch.poll_started(cx)
     }
 }
 

@@ -114,8 +114,10 @@ where
         match conn.run(&mut service).await {
             Ok(None) => {}
             Ok(Some(pending)) => {
-                let Conn { io, rbuf, .. } = conn;
-                pending.fulfill(Upgraded::new(Box::new(io), rbuf.freeze()));
+                let Conn {
+                    io, rbuf, shutdown, ..
+                } = conn;
+                pending.fulfill(Upgraded::new(Box::new(io), rbuf.freeze(), shutdown));
                 return;
             }
             Err(err) => {
