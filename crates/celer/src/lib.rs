@@ -121,6 +121,7 @@ mod request;
 pub mod response;
 pub mod router;
 pub mod serve;
+pub mod ws;
 
 pub use app::App;
 pub use body::Body;

@@ -318,6 +318,11 @@ impl<T: Transport> WebSocket<T> {
         }
     }
 
+    /// True once the connection is over.
+    pub fn is_over(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
     /// The client's close frame, once received.
     pub fn peer_close(&self) -> Option<&CloseFrame> {
         self.peer_close.as_ref()
