@@ -10,3 +10,4 @@ mod shutdown;
 mod support;
 mod tls;
 mod wire;
+mod ws;
