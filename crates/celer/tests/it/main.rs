@@ -13,3 +13,4 @@ mod routing;
 mod support;
 mod url_for;
 mod wire;
+mod ws;
