@@ -462,7 +462,10 @@ pub fn ws_frame(data: &[u8]) {
         client_no_context_takeover: flags & 4 != 0,
     };
     /// What a decode run produced: items (debug-printed) and the error.
-    fn run(config: DecodeConfig, pieces: &mut dyn Iterator<Item = &[u8]>) -> (Vec<String>, Option<String>) {
+    fn run(
+        config: DecodeConfig,
+        pieces: &mut dyn Iterator<Item = &[u8]>,
+    ) -> (Vec<String>, Option<String>) {
         let mut d = Decoder::new(config);
         let mut items = Vec::new();
         for piece in pieces {
@@ -470,7 +473,11 @@ pub fn ws_frame(data: &[u8]) {
             loop {
                 match d.decode(rest) {
                     Ok(Status::Complete(n, item)) => {
-                        assert!(n <= rest.len() && n > 0 || rest.is_empty(), "used {n} of {}", rest.len());
+                        assert!(
+                            n <= rest.len() && n > 0 || rest.is_empty(),
+                            "used {n} of {}",
+                            rest.len()
+                        );
                         check(&config, &item);
                         items.push(format!("{item:?}"));
                         rest = &rest[n..];
@@ -501,7 +508,11 @@ pub fn ws_frame(data: &[u8]) {
     let whole = run(config, &mut std::iter::once(stream));
     let bytewise = run(config, &mut stream.chunks(1));
     assert_eq!(whole, bytewise, "byte by byte");
-    let splits: Vec<usize> = if stream.len() <= 64 { (0..=stream.len()).collect() } else { vec![1, stream.len() / 3, stream.len() / 2, stream.len() - 1] };
+    let splits: Vec<usize> = if stream.len() <= 64 {
+        (0..=stream.len()).collect()
+    } else {
+        vec![1, stream.len() / 3, stream.len() / 2, stream.len() - 1]
+    };
     for at in splits {
         let (a, b) = stream.split_at(at);
         assert_eq!(whole, run(config, &mut [a, b].into_iter()), "split at {at}");
@@ -512,7 +523,11 @@ pub fn ws_frame(data: &[u8]) {
     while let Ok(Status::Complete(n, item)) = d.decode(rest) {
         rest = &rest[n..];
         if let Decoded::Message(m) = item {
-            let opcode = if matches!(m, crate::ws::Message::Text(_)) { 1u8 } else { 2 };
+            let opcode = if matches!(m, crate::ws::Message::Text(_)) {
+                1u8
+            } else {
+                2
+            };
             let payload = m.as_bytes();
             let mut wire = vec![0x80 | opcode];
             match payload.len() {
@@ -528,7 +543,10 @@ pub fn ws_frame(data: &[u8]) {
             }
             wire.extend_from_slice(&[0, 0, 0, 0]);
             wire.extend_from_slice(payload);
-            let mut again = Decoder::new(DecodeConfig { deflate: false, ..config });
+            let mut again = Decoder::new(DecodeConfig {
+                deflate: false,
+                ..config
+            });
             match again.decode(&wire) {
                 Ok(Status::Complete(_, Decoded::Message(m2))) => assert_eq!(m, m2),
                 // The inflated message may pass the frame limit uncompressed.

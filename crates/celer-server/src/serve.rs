@@ -499,10 +499,7 @@ impl State {
             let _all = self.permits.acquire_many(self.max).await;
             shutdown.upgraded_closed().await;
         };
-        if tokio::time::timeout(limit, all_closed)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(limit, all_closed).await.is_err() {
             tracing::warn!(target: "celer::serve", "shutdown timeout: closing connections still in flight");
         }
     }
@@ -526,7 +523,7 @@ where
             start_accept(role, l, make.clone(), state.clone(), shutdown.clone())?;
         }
         shutdown.started().await;
-        state.drained(&shutdown).await;
+        state.drained(shutdown).await;
         Ok(())
     })
 }

@@ -93,10 +93,14 @@ impl Prepared {
     fn frame(&self, deflate: Option<Deflate>, config: &Config) -> Bytes {
         let payload = self.message.as_bytes();
         match deflate {
-            Some(d) if d.compresses() && payload.len() >= config.compress_min_bytes => self.deflated
-                [(d.server_max_window_bits - 9) as usize]
+            Some(d) if d.compresses() && payload.len() >= config.compress_min_bytes => self
+                .deflated[(d.server_max_window_bits - 9) as usize]
                 .get_or_init(|| {
-                    let z = deflate::compress(payload, d.server_max_window_bits, config.compression_level);
+                    let z = deflate::compress(
+                        payload,
+                        d.server_max_window_bits,
+                        config.compression_level,
+                    );
                     let opcode = match self.message {
                         Message::Text(_) => Opcode::Text,
                         Message::Binary(_) => Opcode::Binary,
@@ -190,7 +194,8 @@ impl Sender {
 
     /// Queues a prepared message (a broadcast prepares once for all).
     pub fn send_prepared(&self, message: &Prepared) -> Result<(), SendError> {
-        self.shared.push(message.frame(self.shared.deflate, &self.shared.config))
+        self.shared
+            .push(message.frame(self.shared.deflate, &self.shared.config))
     }
 
     /// Starts the close handshake with this code and reason (cut to 123
@@ -551,7 +556,11 @@ impl<T: Transport> WebSocket<T> {
                     }
                     let due = self.last_rx + config.ping_interval;
                     if now < due {
-                        let due = if self.ping_sent { self.last_rx + config.ping_timeout } else { due };
+                        let due = if self.ping_sent {
+                            self.last_rx + config.ping_timeout
+                        } else {
+                            due
+                        };
                         self.timer.as_mut().reset(due);
                         continue;
                     }
@@ -604,7 +613,9 @@ impl<T: Transport> WebSocket<T> {
             if self.phase != Phase::Lingering || !self.close_written {
                 let mut out = self.shared.outbox();
                 while size < WRITE_BATCH {
-                    let Some(f) = out.frames.pop_front() else { break };
+                    let Some(f) = out.frames.pop_front() else {
+                        break;
+                    };
                     out.bytes -= f.len();
                     size += f.len();
                     batch.push(f);
@@ -640,7 +651,8 @@ impl<T: Transport> WebSocket<T> {
                     }
                 }
             }
-            self.wbuf.reserve_exact(size + self.close_out.as_ref().map_or(0, Bytes::len));
+            self.wbuf
+                .reserve_exact(size + self.close_out.as_ref().map_or(0, Bytes::len));
             for f in &batch {
                 self.wbuf.extend_from_slice(f);
             }

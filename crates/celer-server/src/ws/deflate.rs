@@ -192,7 +192,11 @@ impl Inflater {
     /// Inflates one message (the four octets put back), stopping with
     /// `TooBig` as soon as the output passes `max` bytes.
     pub fn inflate(&mut self, data: &[u8], max: usize) -> Result<Bytes, InflateError> {
-        let mut out: Vec<u8> = Vec::with_capacity(data.len().saturating_mul(3).clamp(64, max.saturating_add(1)));
+        let mut out: Vec<u8> = Vec::with_capacity(
+            data.len()
+                .saturating_mul(3)
+                .clamp(64, max.saturating_add(1)),
+        );
         for input in [data, &TAIL[..]] {
             let start = self.d.total_in();
             loop {
@@ -239,22 +243,43 @@ mod tests {
         let (d, r) = negotiate(&["permessage-deflate; client_max_window_bits"]).unwrap();
         assert_eq!(d.server_max_window_bits, 15);
         assert_eq!(r, "permessage-deflate; server_no_context_takeover");
-        let (d, r) = negotiate(&["permessage-deflate; server_max_window_bits=10; client_no_context_takeover"]).unwrap();
-        assert_eq!((d.server_max_window_bits, d.client_no_context_takeover), (10, true));
-        assert_eq!(r, "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=10");
+        let (d, r) = negotiate(&[
+            "permessage-deflate; server_max_window_bits=10; client_no_context_takeover",
+        ])
+        .unwrap();
+        assert_eq!(
+            (d.server_max_window_bits, d.client_no_context_takeover),
+            (10, true)
+        );
+        assert_eq!(
+            r,
+            "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=10"
+        );
         assert!(negotiate(&["permessage-deflate; server_max_window_bits"]).is_none());
         assert!(negotiate(&["permessage-deflate; server_max_window_bits=7"]).is_none());
         assert!(negotiate(&["permessage-deflate; server_max_window_bits=010"]).is_none());
         assert!(negotiate(&["permessage-deflate; foo"]).is_none());
-        assert!(negotiate(&["permessage-deflate; client_no_context_takeover; client_no_context_takeover"]).is_none());
-        let (d, _) = negotiate(&["permessage-deflate; foo, permessage-deflate; server_max_window_bits=8"]).unwrap();
-        assert!(!d.compresses(), "the second offer is taken; 8 bits means uncompressed");
+        assert!(
+            negotiate(&[
+                "permessage-deflate; client_no_context_takeover; client_no_context_takeover"
+            ])
+            .is_none()
+        );
+        let (d, _) =
+            negotiate(&["permessage-deflate; foo, permessage-deflate; server_max_window_bits=8"])
+                .unwrap();
+        assert!(
+            !d.compresses(),
+            "the second offer is taken; 8 bits means uncompressed"
+        );
         assert!(negotiate(&["x-webkit-deflate-frame"]).is_none());
     }
 
     #[test]
     fn compress_then_inflate_round_trips_at_every_window() {
-        let text: Vec<u8> = (0..20_000u32).flat_map(|i| format!("{{\"n\":{}}}", i % 977).into_bytes()).collect();
+        let text: Vec<u8> = (0..20_000u32)
+            .flat_map(|i| format!("{{\"n\":{}}}", i % 977).into_bytes())
+            .collect();
         for bits in 9..=15 {
             for payload in [&text[..], b"", b"a"] {
                 let z = compress(payload, bits, 6);
@@ -276,6 +301,9 @@ mod tests {
         assert_eq!(inf.inflate(&z, (1 << 20) - 1), Err(InflateError::TooBig));
         let mut inf = Inflater::new();
         assert_eq!(inf.inflate(&z, 1 << 20).unwrap().len(), 1 << 20);
-        assert_eq!(Inflater::new().inflate(b"\xff\xff\xff", 100), Err(InflateError::Corrupt));
+        assert_eq!(
+            Inflater::new().inflate(b"\xff\xff\xff", 100),
+            Err(InflateError::Corrupt)
+        );
     }
 }

@@ -266,7 +266,9 @@ impl Decoder {
             }
         } else {
             match (opcode, self.message) {
-                (Opcode::Continuation, None) => return Err(protocol("continuation without a message")),
+                (Opcode::Continuation, None) => {
+                    return Err(protocol("continuation without a message"));
+                }
                 (Opcode::Continuation, Some(_)) if rsv1 => {
                     // RFC 7692 §6.1: RSV1 is set on the first frame only.
                     return Err(protocol("RSV1 set on a continuation frame"));
@@ -307,7 +309,9 @@ impl Decoder {
         }
         // The message's bytes on the wire count against the limit as well
         // as its inflated bytes.
-        if !opcode.is_control() && self.payload.len() as u64 + len > self.config.max_message_bytes as u64 {
+        if !opcode.is_control()
+            && self.payload.len() as u64 + len > self.config.max_message_bytes as u64
+        {
             return Err(too_big("message too big"));
         }
         let size = 2 + ext + 4;
@@ -346,7 +350,11 @@ impl Decoder {
             &mut self.payload
         };
         let start = dest.len();
-        dest.reserve(if frame.read == 0 { frame.len as usize } else { chunk.len() });
+        dest.reserve(if frame.read == 0 {
+            frame.len as usize
+        } else {
+            chunk.len()
+        });
         dest.put_slice(chunk);
         apply_mask(&mut dest[start..], frame.mask, frame.read as usize);
         if let Some(Assembling {
@@ -355,7 +363,9 @@ impl Decoder {
         }) = self.message
         {
             if !frame.opcode.is_control() {
-                self.utf8.feed(&self.payload[start..]).map_err(|_| invalid_utf8())?;
+                self.utf8
+                    .feed(&self.payload[start..])
+                    .map_err(|_| invalid_utf8())?;
             }
         }
         Ok(())
@@ -374,7 +384,9 @@ impl Decoder {
                 let message = self.message.take().expect("a message is being assembled");
                 let mut data = std::mem::take(&mut self.payload).freeze();
                 if message.compressed {
-                    let inflater = self.inflater.get_or_insert_with(|| Box::new(Inflater::new()));
+                    let inflater = self
+                        .inflater
+                        .get_or_insert_with(|| Box::new(Inflater::new()));
                     data = inflater
                         .inflate(&data, self.config.max_message_bytes)
                         .map_err(|e| match e {
@@ -530,7 +542,11 @@ mod tests {
         for offset in 0..8 {
             let mut fast = data.clone();
             apply_mask(&mut fast, [1, 2, 3, 4], offset);
-            let slow: Vec<u8> = data.iter().enumerate().map(|(i, b)| b ^ [1, 2, 3, 4][(offset + i) % 4]).collect();
+            let slow: Vec<u8> = data
+                .iter()
+                .enumerate()
+                .map(|(i, b)| b ^ [1, 2, 3, 4][(offset + i) % 4])
+                .collect();
             assert_eq!(fast, slow);
         }
     }
@@ -550,30 +566,49 @@ mod tests {
             }
         }
         assert!(matches!(&items[0], Decoded::Ping(p) if &p[..] == b"ping"));
-        assert!(matches!(&items[1], Decoded::Message(Message::Text(t)) if &t[..] == "héllo wörld".as_bytes()));
+        assert!(
+            matches!(&items[1], Decoded::Message(Message::Text(t)) if &t[..] == "héllo wörld".as_bytes())
+        );
         assert!(d.is_idle());
     }
 
     #[test]
     fn hostile_frames_get_their_close_codes() {
         let cases: Vec<(Vec<u8>, u16)> = vec![
-            (vec![0x81, 0x02, b'h', b'i'], 1002),                    // unmasked
+            (vec![0x81, 0x02, b'h', b'i'], 1002), // unmasked
             ([vec![0x82, 0xFF], vec![0x80; 8], vec![0; 4]].concat(), 1002), // 2^63 length
-            (masked(false, false, 9, b"x"), 1002),                   // fragmented ping
-            (masked(true, false, 9, &[0; 126]), 1002),               // oversized ping
-            (masked(true, false, 3, b""), 1002),                     // reserved opcode
-            (masked(true, false, 0xB, b""), 1002),                   // reserved control opcode
-            (masked(true, true, 1, b"x"), 1002),                     // RSV1 without deflate
-            ([0xA1u8, 0x80, 0, 0, 0, 0].to_vec(), 1002),             // RSV2
-            (masked(true, false, 0, b"x"), 1002),                    // continuation first
-            (masked(true, false, 8, &[0x03]), 1002),                 // one-byte close
-            (masked(true, false, 8, &[0x03, 0xE7]), 1002),           // close 999
-            (masked(true, false, 8, &[0x03, 0xEE]), 1002),           // close 1006
-            (masked(true, false, 8, &[0x13, 0x88]), 1002),           // close 5000
-            (masked(true, false, 8, &[0x03, 0xE8, 0xFF]), 1007),     // bad reason
-            ([masked(false, false, 1, b"a"), masked(true, false, 2, b"b")].concat(), 1002),
-            ([masked(false, false, 1, b"\xce"), masked(true, false, 0, b"\xff")].concat(), 1007),
-            ([masked(false, false, 1, b"ok\xe2"), masked(true, false, 0, b"\x82")].concat(), 1007),
+            (masked(false, false, 9, b"x"), 1002), // fragmented ping
+            (masked(true, false, 9, &[0; 126]), 1002), // oversized ping
+            (masked(true, false, 3, b""), 1002),  // reserved opcode
+            (masked(true, false, 0xB, b""), 1002), // reserved control opcode
+            (masked(true, true, 1, b"x"), 1002),  // RSV1 without deflate
+            ([0xA1u8, 0x80, 0, 0, 0, 0].to_vec(), 1002), // RSV2
+            (masked(true, false, 0, b"x"), 1002), // continuation first
+            (masked(true, false, 8, &[0x03]), 1002), // one-byte close
+            (masked(true, false, 8, &[0x03, 0xE7]), 1002), // close 999
+            (masked(true, false, 8, &[0x03, 0xEE]), 1002), // close 1006
+            (masked(true, false, 8, &[0x13, 0x88]), 1002), // close 5000
+            (masked(true, false, 8, &[0x03, 0xE8, 0xFF]), 1007), // bad reason
+            (
+                [masked(false, false, 1, b"a"), masked(true, false, 2, b"b")].concat(),
+                1002,
+            ),
+            (
+                [
+                    masked(false, false, 1, b"\xce"),
+                    masked(true, false, 0, b"\xff"),
+                ]
+                .concat(),
+                1007,
+            ),
+            (
+                [
+                    masked(false, false, 1, b"ok\xe2"),
+                    masked(true, false, 0, b"\x82"),
+                ]
+                .concat(),
+                1007,
+            ),
         ];
         for (wire, code) in cases {
             let mut d = Decoder::new(config());
@@ -588,13 +623,26 @@ mod tests {
         c.max_frame_bytes = 10;
         c.max_message_bytes = 15;
         let mut d = Decoder::new(c);
-        assert_eq!(decode_all(&mut d, &masked(true, false, 2, &[0; 10])).unwrap().len(), 1);
+        assert_eq!(
+            decode_all(&mut d, &masked(true, false, 2, &[0; 10]))
+                .unwrap()
+                .len(),
+            1
+        );
         let err = decode_all(&mut d, &masked(true, false, 2, &[0; 11])[..4]).unwrap_err();
         assert_eq!(err.code.0, 1009);
         let mut d = Decoder::new(c);
-        let wire = [masked(false, false, 2, &[0; 10]), masked(true, false, 0, &[0; 5])].concat();
+        let wire = [
+            masked(false, false, 2, &[0; 10]),
+            masked(true, false, 0, &[0; 5]),
+        ]
+        .concat();
         assert_eq!(decode_all(&mut d, &wire).unwrap().len(), 1);
-        let wire = [masked(false, false, 2, &[0; 10]), masked(true, false, 0, &[0; 6])].concat();
+        let wire = [
+            masked(false, false, 2, &[0; 10]),
+            masked(true, false, 0, &[0; 6]),
+        ]
+        .concat();
         assert_eq!(decode_all(&mut d, &wire).unwrap_err().code.0, 1009);
     }
 }

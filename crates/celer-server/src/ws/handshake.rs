@@ -52,7 +52,11 @@ fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool
 }
 
 /// Checks a request against RFC 6455 §4.2.1.
-pub fn check(method: &Method, version: Version, headers: &HeaderMap) -> Result<Handshake, HandshakeError> {
+pub fn check(
+    method: &Method,
+    version: Version,
+    headers: &HeaderMap,
+) -> Result<Handshake, HandshakeError> {
     if method != Method::GET {
         return Err(HandshakeError {
             status: StatusCode::METHOD_NOT_ALLOWED,
@@ -77,10 +81,19 @@ pub fn check(method: &Method, version: Version, headers: &HeaderMap) -> Result<H
         _ => return Err(bad("exactly one Sec-WebSocket-Key is required")),
     };
     // §4.1: the key is 16 random bytes, base64-encoded: 24 characters.
-    if key.len() != 24 || !key[..22].iter().all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/') || &key[22..] != b"==" {
+    if key.len() != 24
+        || !key[..22]
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+        || &key[22..] != b"=="
+    {
         return Err(bad("Sec-WebSocket-Key is not 16 bytes in base64"));
     }
-    if headers.get(header::SEC_WEBSOCKET_VERSION).map(HeaderValue::as_bytes) != Some(b"13") {
+    if headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .map(HeaderValue::as_bytes)
+        != Some(b"13")
+    {
         return Err(HandshakeError {
             status: StatusCode::UPGRADE_REQUIRED,
             reason: "Sec-WebSocket-Version 13 is required",
@@ -121,7 +134,10 @@ fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -140,7 +156,10 @@ mod tests {
     #[test]
     fn the_rfc_example_key() {
         // RFC 6455 §1.3.
-        assert_eq!(accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        assert_eq!(
+            accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
         assert_eq!(base64(b"ab"), "YWI=");
         assert_eq!(base64(b"a"), "YQ==");
     }
@@ -149,19 +168,54 @@ mod tests {
     fn requests_are_checked() {
         let mut h = HeaderMap::new();
         h.insert(header::UPGRADE, HeaderValue::from_static("WebSocket"));
-        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, Upgrade"));
-        h.insert(header::SEC_WEBSOCKET_KEY, HeaderValue::from_static("dGhlIHNhbXBsZSBub25jZQ=="));
-        h.insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
-        h.insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static("chat, superchat"));
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, Upgrade"),
+        );
+        h.insert(
+            header::SEC_WEBSOCKET_KEY,
+            HeaderValue::from_static("dGhlIHNhbXBsZSBub25jZQ=="),
+        );
+        h.insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("chat, superchat"),
+        );
         let ok = check(&Method::GET, Version::HTTP_11, &h).unwrap();
         assert_eq!(ok.protocols, ["chat", "superchat"]);
-        assert_eq!(check(&Method::POST, Version::HTTP_11, &h).unwrap_err().status, 405);
+        assert_eq!(
+            check(&Method::POST, Version::HTTP_11, &h)
+                .unwrap_err()
+                .status,
+            405
+        );
         let mut v8 = h.clone();
         v8.insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("8"));
-        assert_eq!(check(&Method::GET, Version::HTTP_11, &v8).unwrap_err().status, 426);
+        assert_eq!(
+            check(&Method::GET, Version::HTTP_11, &v8)
+                .unwrap_err()
+                .status,
+            426
+        );
         let mut short = h.clone();
-        short.insert(header::SEC_WEBSOCKET_KEY, HeaderValue::from_static("c2hvcnQ="));
-        assert_eq!(check(&Method::GET, Version::HTTP_11, &short).unwrap_err().status, 400);
-        assert_eq!(check(&Method::GET, Version::HTTP_10, &h).unwrap_err().status, 400);
+        short.insert(
+            header::SEC_WEBSOCKET_KEY,
+            HeaderValue::from_static("c2hvcnQ="),
+        );
+        assert_eq!(
+            check(&Method::GET, Version::HTTP_11, &short)
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(
+            check(&Method::GET, Version::HTTP_10, &h)
+                .unwrap_err()
+                .status,
+            400
+        );
     }
 }

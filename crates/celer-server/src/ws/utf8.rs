@@ -70,7 +70,9 @@ mod tests {
         (0..=text.len())
             .map(|i| {
                 let mut v = Utf8::default();
-                v.feed(&text[..i]).and_then(|()| v.feed(&text[i..])).and_then(|()| v.finish())
+                v.feed(&text[..i])
+                    .and_then(|()| v.feed(&text[i..]))
+                    .and_then(|()| v.finish())
             })
             .collect()
     }
@@ -83,7 +85,12 @@ mod tests {
 
     #[test]
     fn invalid_sequences_fail_split_anywhere() {
-        for bad in [&b"\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5\xed\xa0\x80edited"[..], b"\xf4\x90\x80\x80", b"\xc0\xaf", b"ab\xff"] {
+        for bad in [
+            &b"\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5\xed\xa0\x80edited"[..],
+            b"\xf4\x90\x80\x80",
+            b"\xc0\xaf",
+            b"ab\xff",
+        ] {
             assert!(split_everywhere(bad).iter().all(Result::is_err), "{bad:?}");
         }
     }
@@ -92,9 +99,16 @@ mod tests {
     fn fails_fast_on_the_first_wrong_byte() {
         let mut v = Utf8::default();
         v.feed(b"\xf4").unwrap();
-        assert_eq!(v.feed(b"\x90"), Err(Invalid), "U+110000 and above are rejected at once");
+        assert_eq!(
+            v.feed(b"\x90"),
+            Err(Invalid),
+            "U+110000 and above are rejected at once"
+        );
         let mut v = Utf8::default();
-        assert!(v.feed(b"\xed\xa0").is_err(), "a surrogate is rejected before its last byte");
+        assert!(
+            v.feed(b"\xed\xa0").is_err(),
+            "a surrogate is rejected before its last byte"
+        );
     }
 
     #[test]

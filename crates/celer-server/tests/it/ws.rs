@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use celer_server::ws::{self, CloseCode, Config, Message, SendError, SlowConsumer, WebSocket, deflate, handshake};
+use celer_server::ws::{
+    self, CloseCode, Config, Message, SendError, SlowConsumer, WebSocket, deflate, handshake,
+};
 use celer_server::{Incoming, Limits, Listen, Server, Shutdown};
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
@@ -60,16 +62,23 @@ async fn serve(
         }
     };
     let exts: Vec<&str> = hs.extensions.iter().map(String::as_str).collect();
-    let agreed = if config.compression { deflate::negotiate(&exts) } else { None };
+    let agreed = if config.compression {
+        deflate::negotiate(&exts)
+    } else {
+        None
+    };
     let on = celer_server::upgrade::on(&mut req);
     let path = req.uri().path().to_owned();
     let mut res = Response::new(Full::new(Bytes::new()));
     *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    res.headers_mut().insert("upgrade", "websocket".parse().unwrap());
-    res.headers_mut().insert("connection", "upgrade".parse().unwrap());
+    res.headers_mut()
+        .insert("upgrade", "websocket".parse().unwrap());
+    res.headers_mut()
+        .insert("connection", "upgrade".parse().unwrap());
     res.headers_mut().insert("sec-websocket-accept", hs.accept);
     if let Some((_, v)) = &agreed {
-        res.headers_mut().insert("sec-websocket-extensions", v.parse().unwrap());
+        res.headers_mut()
+            .insert("sec-websocket-extensions", v.parse().unwrap());
     }
     tokio::spawn(async move {
         let io = on.await.unwrap();
@@ -134,7 +143,10 @@ impl Client {
 
     async fn fill(&mut self) -> usize {
         let mut chunk = [0u8; 65536];
-        let n = tokio::time::timeout(T, self.io.read(&mut chunk)).await.expect("read timed out").unwrap_or(0);
+        let n = tokio::time::timeout(T, self.io.read(&mut chunk))
+            .await
+            .expect("read timed out")
+            .unwrap_or(0);
         self.buf.extend_from_slice(&chunk[..n]);
         n
     }
@@ -154,8 +166,13 @@ impl Client {
                 let len7 = (self.buf[1] & 0x7F) as usize;
                 assert_eq!(self.buf[1] & 0x80, 0, "server frames are not masked");
                 let (hl, len) = match len7 {
-                    126 if self.buf.len() >= 4 => (4, u16::from_be_bytes([self.buf[2], self.buf[3]]) as usize),
-                    127 if self.buf.len() >= 10 => (10, u64::from_be_bytes(self.buf[2..10].try_into().unwrap()) as usize),
+                    126 if self.buf.len() >= 4 => {
+                        (4, u16::from_be_bytes([self.buf[2], self.buf[3]]) as usize)
+                    }
+                    127 if self.buf.len() >= 10 => (
+                        10,
+                        u64::from_be_bytes(self.buf[2..10].try_into().unwrap()) as usize,
+                    ),
                     126 | 127 => (usize::MAX, 0),
                     n => (2, n),
                 };
@@ -176,7 +193,11 @@ impl Client {
     async fn close_code(&mut self) -> Option<u16> {
         while let Some((_, _, op, p)) = self.frame().await {
             if op == 8 {
-                return Some(if p.len() >= 2 { u16::from_be_bytes([p[0], p[1]]) } else { 1005 });
+                return Some(if p.len() >= 2 {
+                    u16::from_be_bytes([p[0], p[1]])
+                } else {
+                    1005
+                });
             }
         }
         None
@@ -216,19 +237,32 @@ async fn echo_text_binary_fragments_and_pings() {
     let s = start(Config::default(), Limits::default()).await;
     let mut c = Client::connect(s.addr, "/echo", "").await;
     assert!(c.head.starts_with("HTTP/1.1 101"), "{}", c.head);
-    assert!(c.head.contains("sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{}", c.head);
+    assert!(
+        c.head
+            .contains("sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        "{}",
+        c.head
+    );
     c.send(true, false, 1, "héllo".as_bytes()).await;
-    assert_eq!(c.frame().await.unwrap(), (true, false, 1, "héllo".as_bytes().to_vec()));
+    assert_eq!(
+        c.frame().await.unwrap(),
+        (true, false, 1, "héllo".as_bytes().to_vec())
+    );
     c.send(false, false, 2, &[1, 2]).await;
     c.send(true, false, 9, b"are you there").await;
     c.send(true, false, 0, &[3]).await;
-    assert_eq!(c.frame().await.unwrap(), (true, false, 0xA, b"are you there".to_vec()), "pong between fragments");
+    assert_eq!(
+        c.frame().await.unwrap(),
+        (true, false, 0xA, b"are you there".to_vec()),
+        "pong between fragments"
+    );
     assert_eq!(c.frame().await.unwrap(), (true, false, 2, vec![1, 2, 3]));
     let big = vec![b'x'; 200_000];
     c.send(true, false, 2, &big).await;
     assert_eq!(c.frame().await.unwrap().3, big);
     // The close handshake: the code is echoed, then the server ends the TCP connection.
-    c.send(true, false, 8, &[0x03, 0xE8, b'b', b'y', b'e']).await;
+    c.send(true, false, 8, &[0x03, 0xE8, b'b', b'y', b'e'])
+        .await;
     assert_eq!(c.close_code().await, Some(1000));
     assert!(c.ends().await);
 }
@@ -237,8 +271,17 @@ async fn echo_text_binary_fragments_and_pings() {
 async fn hostile_frames_close_with_the_right_code() {
     let s = start(Config::default(), Limits::default()).await;
     let unmasked = vec![0x81, 0x02, b'h', b'i'];
-    let huge = [vec![0x82, 0xFF], 0x8000_0000_0000_0000u64.to_be_bytes().to_vec(), vec![0; 4]].concat();
-    let bad_utf8_split = [masked(false, false, 1, b"ok \xce"), masked(true, false, 0, b"\xff")].concat();
+    let huge = [
+        vec![0x82, 0xFF],
+        0x8000_0000_0000_0000u64.to_be_bytes().to_vec(),
+        vec![0; 4],
+    ]
+    .concat();
+    let bad_utf8_split = [
+        masked(false, false, 1, b"ok \xce"),
+        masked(true, false, 0, b"\xff"),
+    ]
+    .concat();
     let cases: Vec<(&str, Vec<u8>, u16)> = vec![
         ("unmasked", unmasked, 1002),
         ("2^63 length", huge, 1002),
@@ -249,9 +292,21 @@ async fn hostile_frames_close_with_the_right_code() {
         ("RSV2", [0xA2, 0x80, 0, 0, 0, 0].to_vec(), 1002),
         ("RSV1 without deflate", masked(true, true, 1, b"x"), 1002),
         ("continuation first", masked(true, false, 0, b"x"), 1002),
-        ("invalid close code 1005", masked(true, false, 8, &[0x03, 0xED]), 1002),
-        ("invalid close code 2999", masked(true, false, 8, &[0x0B, 0xB7]), 1002),
-        ("close reason not UTF-8", masked(true, false, 8, &[0x03, 0xE8, 0xC0]), 1007),
+        (
+            "invalid close code 1005",
+            masked(true, false, 8, &[0x03, 0xED]),
+            1002,
+        ),
+        (
+            "invalid close code 2999",
+            masked(true, false, 8, &[0x0B, 0xB7]),
+            1002,
+        ),
+        (
+            "close reason not UTF-8",
+            masked(true, false, 8, &[0x03, 0xE8, 0xC0]),
+            1007,
+        ),
         ("invalid UTF-8 across fragments", bad_utf8_split, 1007),
     ];
     for (name, wire, code) in cases {
@@ -279,13 +334,21 @@ async fn invalid_utf8_fails_before_the_frame_ends() {
 async fn data_after_close_is_ignored() {
     let s = start(Config::default(), Limits::default()).await;
     let mut c = Client::connect(s.addr, "/echo", "").await;
-    let wire = [masked(true, false, 8, &[0x03, 0xE8]), masked(true, false, 1, b"late")].concat();
+    let wire = [
+        masked(true, false, 8, &[0x03, 0xE8]),
+        masked(true, false, 1, b"late"),
+    ]
+    .concat();
     c.send_raw(&wire).await;
     let mut frames = Vec::new();
     while let Some(f) = c.frame().await {
         frames.push(f);
     }
-    assert_eq!(frames, vec![(true, false, 8, vec![0x03, 0xE8])], "no echo of the late text");
+    assert_eq!(
+        frames,
+        vec![(true, false, 8, vec![0x03, 0xE8])],
+        "no echo of the late text"
+    );
 }
 
 #[tokio::test]
@@ -293,7 +356,12 @@ async fn a_ping_flood_from_a_client_that_does_not_read_stays_bounded() {
     let s = start(Config::default(), Limits::default()).await;
     let mut c = Client::connect(s.addr, "/echo", "").await;
     let ping = masked(true, false, 9, &[0x55; 125]);
-    let flood: Vec<u8> = ping.iter().copied().cycle().take(ping.len() * 20_000).collect();
+    let flood: Vec<u8> = ping
+        .iter()
+        .copied()
+        .cycle()
+        .take(ping.len() * 20_000)
+        .collect();
     c.send_raw(&flood).await;
     c.send(true, false, 1, b"after").await;
     // Pings are answered, but only the latest pending one while the socket
@@ -322,10 +390,18 @@ async fn frame_and_message_limits_at_the_edge() {
     let s = start(config, Limits::default()).await;
     let mut c = Client::connect(s.addr, "/echo", "").await;
     c.send(true, false, 2, &[1; 1000]).await;
-    assert_eq!(c.frame().await.unwrap().3.len(), 1000, "a frame at the limit passes");
+    assert_eq!(
+        c.frame().await.unwrap().3.len(),
+        1000,
+        "a frame at the limit passes"
+    );
     c.send(false, false, 2, &[1; 1000]).await;
     c.send(true, false, 0, &[1; 500]).await;
-    assert_eq!(c.frame().await.unwrap().3.len(), 1500, "a message at the limit passes");
+    assert_eq!(
+        c.frame().await.unwrap().3.len(),
+        1500,
+        "a message at the limit passes"
+    );
     c.send(true, false, 2, &[1; 1001]).await;
     assert_eq!(c.close_code().await, Some(1009), "a frame over the limit");
     let mut c = Client::connect(s.addr, "/echo", "").await;
@@ -355,9 +431,16 @@ async fn permessage_deflate_is_negotiated_and_used_both_ways() {
     assert!(fin && rsv1 && op == 1, "the echo is compressed");
     assert!(payload.len() < text.len() / 4);
     let mut inflater = deflate::Inflater::new();
-    assert_eq!(inflater.inflate(&payload, 1 << 20).unwrap(), text.as_bytes());
+    assert_eq!(
+        inflater.inflate(&payload, 1 << 20).unwrap(),
+        text.as_bytes()
+    );
     // A compressed message over the limit once inflated: 1009.
-    let zeros = deflate::compress(&vec![0u8; celer_server::limits::WS_MAX_MESSAGE_BYTES + 1], 15, 6);
+    let zeros = deflate::compress(
+        &vec![0u8; celer_server::limits::WS_MAX_MESSAGE_BYTES + 1],
+        15,
+        6,
+    );
     c.send(true, true, 2, &zeros).await;
     assert_eq!(c.close_code().await, Some(1009));
 }
@@ -369,10 +452,19 @@ async fn compression_off_declines_the_offer() {
         ..Config::default()
     };
     let s = start(config, Limits::default()).await;
-    let mut c = Client::connect(s.addr, "/echo", "Sec-WebSocket-Extensions: permessage-deflate\r\n").await;
+    let mut c = Client::connect(
+        s.addr,
+        "/echo",
+        "Sec-WebSocket-Extensions: permessage-deflate\r\n",
+    )
+    .await;
     assert!(!c.head.contains("sec-websocket-extensions"), "{}", c.head);
     c.send(true, true, 1, &[0x00]).await;
-    assert_eq!(c.close_code().await, Some(1002), "RSV1 is a protocol error without the extension");
+    assert_eq!(
+        c.close_code().await,
+        Some(1002),
+        "RSV1 is a protocol error without the extension"
+    );
 }
 
 #[tokio::test]
@@ -384,7 +476,10 @@ async fn a_reader_that_never_reads_is_closed_with_the_policy_code() {
     };
     let mut s = start(config, Limits::default()).await;
     let mut c = Client::connect(s.addr, "/flood", "").await;
-    let (err, max) = tokio::time::timeout(T, s.flood.recv()).await.unwrap().unwrap();
+    let (err, max) = tokio::time::timeout(T, s.flood.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(err, Some(SendError::Full));
     assert!(max <= 64 * 1024, "the queue never passed its limit: {max}");
     // Now read: the messages the socket took, then the 1013 close.
@@ -401,7 +496,10 @@ async fn drop_oldest_keeps_the_queue_bounded_and_the_connection_open() {
     let mut s = start(config, Limits::default()).await;
     let mut c = Client::connect(s.addr, "/flood", "").await;
     // 5 MB pushed at a client that does not read: all taken, the queue bounded.
-    let (err, max) = tokio::time::timeout(T, s.flood.recv()).await.unwrap().unwrap();
+    let (err, max) = tokio::time::timeout(T, s.flood.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(err, None);
     assert!(max <= 64 * 1024, "the queue never passed its limit: {max}");
     // The connection is still open: what survived arrives, then the echo.
@@ -415,7 +513,10 @@ async fn drop_oldest_keeps_the_queue_bounded_and_the_connection_open() {
         }
         flooded += 1;
     }
-    assert!(flooded < 5000, "old messages were dropped ({flooded} arrived)");
+    assert!(
+        flooded < 5000,
+        "old messages were dropped ({flooded} arrived)"
+    );
 }
 
 #[tokio::test]
@@ -447,10 +548,17 @@ async fn shutdown_sends_1001_and_waits_for_the_reply() {
     assert_eq!(c.close_code().await, Some(1001));
     // The server waits for the client's close before it exits.
     tokio::task::yield_now().await;
-    assert!(!s.task.is_finished(), "the server does not exit before the close handshake ends");
+    assert!(
+        !s.task.is_finished(),
+        "the server does not exit before the close handshake ends"
+    );
     c.send(true, false, 8, &[0x03, 0xE9]).await;
     assert!(c.ends().await);
-    tokio::time::timeout(T, s.task).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(T, s.task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
 }
 
 #[tokio::test]
@@ -465,7 +573,11 @@ async fn shutdown_waits_at_most_the_close_timeout_for_a_silent_client() {
     assert_eq!(c.close_code().await, Some(1001));
     // The client never answers: the server drops it and exits.
     assert!(c.ends().await);
-    tokio::time::timeout(T, s.task).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(T, s.task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
 }
 
 #[tokio::test]
@@ -485,10 +597,17 @@ async def main():
 asyncio.run(main())
 "#;
     let port = s.addr.port().to_string();
-    let out = tokio::task::spawn_blocking(move || celer_test_support::run_tool(Command::new("python3").args(["-c", PY, &port])))
-        .await
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tokio::task::spawn_blocking(move || {
+        celer_test_support::run_tool(Command::new("python3").args(["-c", PY, &port]))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[tokio::test]
@@ -497,6 +616,13 @@ async fn bad_handshakes_get_their_status() {
     let mut io = TcpStream::connect(s.addr).await.unwrap();
     io.write_all(b"GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n").await.unwrap();
     let mut buf = vec![0; 1024];
-    let n = tokio::time::timeout(T, io.read(&mut buf)).await.unwrap().unwrap();
-    assert!(buf[..n].starts_with(b"HTTP/1.1 426"), "{}", String::from_utf8_lossy(&buf[..n]));
+    let n = tokio::time::timeout(T, io.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 426"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
 }

@@ -46,26 +46,31 @@ impl Registry {
 
     /// Adds a connection; a connection already under `id` is closed with
     /// 1008 and replaced. Returns the entry's serial for [`Self::remove`].
-    pub(crate) fn insert(&self, id: String, groups: Vec<String>, sender: Sender) -> u64 {
+    pub(crate) fn insert(&self, id: &str, groups: &[String], sender: Sender) -> u64 {
         let serial = self.inner.serial.fetch_add(1, Ordering::Relaxed);
         let mut state = self.state();
-        for g in &groups {
-            state.groups.entry(g.clone()).or_default().insert(id.clone());
+        for g in groups {
+            state
+                .groups
+                .entry(g.clone())
+                .or_default()
+                .insert(id.to_owned());
         }
         let old = state.conns.insert(
-            id.clone(),
+            id.to_owned(),
             Entry {
                 sender,
-                groups: groups.clone(),
+                groups: groups.to_vec(),
                 serial,
             },
         );
         if let Some(old) = old {
             for g in old.groups.iter().filter(|g| !groups.contains(g)) {
-                remove_member(&mut state, g, &id);
+                remove_member(&mut state, g, id);
             }
             drop(state);
-            old.sender.close(CloseCode::POLICY, "replaced by a new connection");
+            old.sender
+                .close(CloseCode::POLICY, "replaced by a new connection");
         }
         serial
     }
@@ -94,7 +99,11 @@ impl Registry {
         let senders: Vec<Sender> = {
             let state = self.state();
             match state.groups.get(group) {
-                Some(ids) => ids.iter().filter_map(|id| state.conns.get(id)).map(|e| e.sender.clone()).collect(),
+                Some(ids) => ids
+                    .iter()
+                    .filter_map(|id| state.conns.get(id))
+                    .map(|e| e.sender.clone())
+                    .collect(),
                 None => return 0,
             }
         };
@@ -104,7 +113,12 @@ impl Registry {
     /// Queues a message for every connection, framed once; returns how many
     /// took it.
     pub fn broadcast_all(&self, message: Message) -> usize {
-        let senders: Vec<Sender> = self.state().conns.values().map(|e| e.sender.clone()).collect();
+        let senders: Vec<Sender> = self
+            .state()
+            .conns
+            .values()
+            .map(|e| e.sender.clone())
+            .collect();
         send_all(&senders, message)
     }
 
@@ -129,10 +143,16 @@ impl Registry {
     /// connection.
     pub fn join(&self, id: &str, group: &str) -> bool {
         let mut state = self.state();
-        let Some(entry) = state.conns.get_mut(id) else { return false };
+        let Some(entry) = state.conns.get_mut(id) else {
+            return false;
+        };
         if !entry.groups.iter().any(|g| g == group) {
             entry.groups.push(group.to_owned());
-            state.groups.entry(group.to_owned()).or_default().insert(id.to_owned());
+            state
+                .groups
+                .entry(group.to_owned())
+                .or_default()
+                .insert(id.to_owned());
         }
         true
     }
@@ -163,7 +183,11 @@ impl Registry {
 
     /// The ids of the connections in `group`.
     pub fn ids_in(&self, group: &str) -> Vec<String> {
-        self.state().groups.get(group).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.state()
+            .groups
+            .get(group)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The groups that have at least one connection.
@@ -183,5 +207,8 @@ fn remove_member(state: &mut State, group: &str, id: &str) {
 
 fn send_all(senders: &[Sender], message: Message) -> usize {
     let prepared = Prepared::new(message);
-    senders.iter().filter(|s| s.send_prepared(&prepared).is_ok()).count()
+    senders
+        .iter()
+        .filter(|s| s.send_prepared(&prepared).is_ok())
+        .count()
 }

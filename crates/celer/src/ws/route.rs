@@ -8,15 +8,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use celer_server::upgrade::OnUpgrade;
 use celer_server::ws::{deflate, handshake};
-use futures_util::future::BoxFuture;
 use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 
 use super::{CloseCode, CloseFrame, Config, Message, Registry, SendError, Sender, SlowConsumer};
 use crate::response::{IntoResponse, Response};
 use crate::{Body, Request};
 
-type Validate = Arc<dyn Fn(Request) -> BoxFuture<'static, Result<Accept, Response>> + Send + Sync>;
+type Validate =
+    Arc<dyn Fn(Request) -> BoxFuture<'static, Result<Accept, Box<Response>>> + Send + Sync>;
 type Handle = Arc<dyn Fn(WebSocket) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// What the validate step decides for an accepted handshake.
@@ -139,7 +140,11 @@ impl WebSocketRoute {
         F: Future<Output = Result<Accept, R>> + Send + 'static,
         R: IntoResponse,
     {
-        self.validate = Arc::new(move |req| validate(req).map(|r| r.map_err(IntoResponse::into_response)).boxed());
+        self.validate = Arc::new(move |req| {
+            validate(req)
+                .map(|r| r.map_err(|e| Box::new(e.into_response())))
+                .boxed()
+        });
         self
     }
 
@@ -175,7 +180,9 @@ impl WebSocketRoute {
     }
 
     /// The route as a handler of GET requests.
-    pub(crate) fn into_handler(self) -> impl Fn(Request) -> BoxFuture<'static, Response> + Send + Sync + 'static {
+    pub(crate) fn into_handler(
+        self,
+    ) -> impl Fn(Request) -> BoxFuture<'static, Response> + Send + Sync + 'static {
         let route = Arc::new(self);
         move |req| {
             let route = route.clone();
@@ -189,32 +196,51 @@ impl WebSocketRoute {
             Err(e) => {
                 let mut res = plain(e.status, e.reason);
                 if e.status == StatusCode::UPGRADE_REQUIRED {
-                    res.headers_mut().insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
-                    res.headers_mut().insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+                    res.headers_mut().insert(
+                        header::SEC_WEBSOCKET_VERSION,
+                        HeaderValue::from_static("13"),
+                    );
+                    res.headers_mut()
+                        .insert(header::UPGRADE, HeaderValue::from_static("websocket"));
                 }
                 return res;
             }
         };
         let Some(on_upgrade) = req.extensions_mut().remove::<OnUpgrade>() else {
-            return plain(StatusCode::BAD_REQUEST, "this connection cannot be upgraded");
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "this connection cannot be upgraded",
+            );
         };
         // The slot is taken before the 101, so racing handshakes cannot pass the limit.
         let slot = match Slot::take(&self.open, self.max_connections) {
             Some(slot) => slot,
-            None => return plain(StatusCode::SERVICE_UNAVAILABLE, "too many WebSocket connections on this route"),
+            None => {
+                return plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many WebSocket connections on this route",
+                );
+            }
         };
         let accept = match (self.validate)(req).await {
             Ok(accept) => accept,
-            Err(res) => return res,
+            Err(res) => return *res,
         };
         if let Some(p) = &accept.protocol {
             if !hs.protocols.iter().any(|o| o == p) {
                 tracing::error!(target: "celer::ws", protocol = %p, "validate chose a subprotocol the client did not offer");
-                return plain(StatusCode::INTERNAL_SERVER_ERROR, "subprotocol not offered by the client");
+                return plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "subprotocol not offered by the client",
+                );
             }
         }
         let exts: Vec<&str> = hs.extensions.iter().map(String::as_str).collect();
-        let deflate = if self.config.compression { deflate::negotiate(&exts) } else { None };
+        let deflate = if self.config.compression {
+            deflate::negotiate(&exts)
+        } else {
+            None
+        };
         let mut res = http::Response::new(Body::empty());
         *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
         let h = res.headers_mut();
@@ -223,10 +249,16 @@ impl WebSocketRoute {
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
         h.insert(header::SEC_WEBSOCKET_ACCEPT, hs.accept);
         if let Some(p) = &accept.protocol {
-            h.insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_str(p).expect("an offered token"));
+            h.insert(
+                header::SEC_WEBSOCKET_PROTOCOL,
+                HeaderValue::from_str(p).expect("an offered token"),
+            );
         }
         if let Some((_, value)) = &deflate {
-            h.insert(header::SEC_WEBSOCKET_EXTENSIONS, HeaderValue::from_str(value).expect("ASCII"));
+            h.insert(
+                header::SEC_WEBSOCKET_EXTENSIONS,
+                HeaderValue::from_str(value).expect("ASCII"),
+            );
         }
         let config = match accept.slow_consumer {
             Some(policy) if policy != self.config.slow_consumer => {
@@ -244,7 +276,7 @@ impl WebSocketRoute {
             };
             let inner = celer_server::ws::WebSocket::new(io, deflate.map(|(d, _)| d), config);
             let id = accept.id.unwrap_or_else(next_id);
-            let serial = route.registry.insert(id.clone(), accept.groups.clone(), inner.sender());
+            let serial = route.registry.insert(&id, &accept.groups, inner.sender());
             let ws = WebSocket {
                 live: Some(Live { inner, _slot: slot }),
                 id,
@@ -267,7 +299,10 @@ fn next_id() -> String {
 fn plain(status: StatusCode, reason: &'static str) -> Response {
     let mut res = http::Response::new(Body::from(reason));
     *res.status_mut() = status;
-    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     res
 }
 
@@ -277,9 +312,11 @@ struct Slot(Arc<AtomicUsize>);
 
 impl Slot {
     fn take(open: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
-        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
-            .ok()
-            .map(|_| Slot(open.clone()))
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Slot(open.clone()))
     }
 }
 
@@ -338,7 +375,11 @@ impl WebSocket {
 
     /// A handle to queue messages for this connection from anywhere.
     pub fn sender(&self) -> Sender {
-        self.live.as_ref().expect("live until dropped").inner.sender()
+        self.live
+            .as_ref()
+            .expect("live until dropped")
+            .inner
+            .sender()
     }
 
     /// The id in the registry.

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use celer::serve::Shutdown;
-use celer::ws::{Accept, CloseCode, Message, Registry, WebSocket, WebSocketRoute, offered_protocols};
+use celer::ws::{
+    Accept, CloseCode, Message, Registry, WebSocket, WebSocketRoute, offered_protocols,
+};
 use celer::{App, Request};
 use http::{HeaderName, HeaderValue, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,7 +51,10 @@ impl Client {
 
     async fn fill(&mut self) -> usize {
         let mut chunk = [0u8; 16384];
-        let n = tokio::time::timeout(T, self.io.read(&mut chunk)).await.expect("read timed out").unwrap_or(0);
+        let n = tokio::time::timeout(T, self.io.read(&mut chunk))
+            .await
+            .expect("read timed out")
+            .unwrap_or(0);
         self.buf.extend_from_slice(&chunk[..n]);
         n
     }
@@ -67,7 +72,9 @@ impl Client {
             if self.buf.len() >= 2 {
                 let len7 = (self.buf[1] & 0x7F) as usize;
                 let (hl, len) = match len7 {
-                    126 if self.buf.len() >= 4 => (4, u16::from_be_bytes([self.buf[2], self.buf[3]]) as usize),
+                    126 if self.buf.len() >= 4 => {
+                        (4, u16::from_be_bytes([self.buf[2], self.buf[3]]) as usize)
+                    }
                     126 | 127 => (usize::MAX, 0),
                     n => (2, n),
                 };
@@ -133,7 +140,10 @@ fn rooms_app(registry: &Registry) -> App {
             let mut accept = Accept::new()
                 .id(user)
                 .group(room)
-                .header(HeaderName::from_static("x-room-size"), HeaderValue::from_static("small"))
+                .header(
+                    HeaderName::from_static("x-room-size"),
+                    HeaderValue::from_static("small"),
+                )
                 .cookie("seen=1; Path=/");
             if offered_protocols(&req).iter().any(|p| p == "chat.v2") {
                 accept = accept.protocol("chat.v2");
@@ -150,18 +160,35 @@ async fn validate_refuses_with_any_status_and_shapes_the_101() {
     let (addr, _s) = serve(rooms_app(&registry)).await;
     let c = Client::connect(addr, "/rooms/a", "").await;
     assert_eq!(c.status(), 403);
-    let c = Client::connect(addr, "/rooms/a", "Cookie: user=ada\r\nSec-WebSocket-Protocol: chat.v1, chat.v2\r\n").await;
+    let c = Client::connect(
+        addr,
+        "/rooms/a",
+        "Cookie: user=ada\r\nSec-WebSocket-Protocol: chat.v1, chat.v2\r\n",
+    )
+    .await;
     assert_eq!(c.status(), 101, "{}", c.head);
-    assert!(c.head.contains("sec-websocket-protocol: chat.v2"), "{}", c.head);
+    assert!(
+        c.head.contains("sec-websocket-protocol: chat.v2"),
+        "{}",
+        c.head
+    );
     assert!(c.head.contains("x-room-size: small"), "{}", c.head);
     assert!(c.head.contains("set-cookie: seen=1; Path=/"), "{}", c.head);
     // A plain GET to a WebSocket route: 426 with the version to use.
     let mut io = TcpStream::connect(addr).await.unwrap();
-    io.write_all(b"GET /rooms/a HTTP/1.1\r\nHost: x\r\nCookie: user=x\r\n\r\n").await.unwrap();
+    io.write_all(b"GET /rooms/a HTTP/1.1\r\nHost: x\r\nCookie: user=x\r\n\r\n")
+        .await
+        .unwrap();
     let mut buf = vec![0; 1024];
-    let n = tokio::time::timeout(T, io.read(&mut buf)).await.unwrap().unwrap();
+    let n = tokio::time::timeout(T, io.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
     let head = String::from_utf8_lossy(&buf[..n]).to_lowercase();
-    assert!(head.starts_with("http/1.1 426") && head.contains("sec-websocket-version: 13"), "{head}");
+    assert!(
+        head.starts_with("http/1.1 426") && head.contains("sec-websocket-version: 13"),
+        "{head}"
+    );
 }
 
 #[tokio::test]
@@ -230,17 +257,29 @@ async fn connections_per_route_are_limited() {
 async fn compression_is_on_by_default_and_off_per_route() {
     let registry = Registry::new();
     let mut app = App::new();
-    app.websocket("/z", WebSocketRoute::new(drain).registry(registry.clone()).validate(|_req: Request| async {
-        Ok::<_, StatusCode>(Accept::new().group("all"))
-    }));
+    app.websocket(
+        "/z",
+        WebSocketRoute::new(drain)
+            .registry(registry.clone())
+            .validate(|_req: Request| async { Ok::<_, StatusCode>(Accept::new().group("all")) }),
+    );
     app.websocket("/plain", WebSocketRoute::new(drain).compression(false));
     let (addr, _s) = serve(app).await;
     let offer = "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n";
     let plain = Client::connect(addr, "/plain", offer).await;
-    assert!(!plain.head.contains("sec-websocket-extensions"), "{}", plain.head);
+    assert!(
+        !plain.head.contains("sec-websocket-extensions"),
+        "{}",
+        plain.head
+    );
     let mut a = Client::connect(addr, "/z", offer).await;
     let mut b = Client::connect(addr, "/z", offer).await;
-    assert!(a.head.contains("sec-websocket-extensions: permessage-deflate"), "{}", a.head);
+    assert!(
+        a.head
+            .contains("sec-websocket-extensions: permessage-deflate"),
+        "{}",
+        a.head
+    );
     eventually(|| registry.count_in("all") == 2).await;
     let json = "{\"event\":\"tick\",\"value\":12345}".repeat(100);
     assert_eq!(registry.broadcast("all", Message::text(json.clone())), 2);
