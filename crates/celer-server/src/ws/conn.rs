@@ -22,6 +22,11 @@ use crate::upgrade::Upgraded;
 /// Bytes read from the socket at once.
 const READ_CHUNK: usize = 8 * 1024;
 
+/// Most pongs waiting to be written; past it the oldest is dropped (only
+/// the latest ping needs an answer, RFC 6455 §5.5.3), so a ping flood from
+/// a client that does not read holds at most this many.
+const MAX_PONGS: usize = 16;
+
 /// Most bytes gathered from the queue into one write.
 const WRITE_BATCH: usize = 64 * 1024;
 
@@ -256,9 +261,9 @@ pub struct WebSocket<T: Transport = Upgraded> {
     /// Bytes being written; always retried as they are (`write_all`).
     wbuf: Vec<u8>,
     wpos: usize,
-    /// The answer to the latest ping, not yet written (earlier ones are
-    /// superseded, RFC 6455 §5.5.3).
-    pong: Option<Bytes>,
+    /// Pongs (and the server's ping) not yet written, at most
+    /// [`MAX_PONGS`].
+    pongs: VecDeque<Bytes>,
     /// The close frame to write after what is queued.
     close_out: Option<Bytes>,
     close_written: bool,
@@ -304,7 +309,7 @@ impl<T: Transport> WebSocket<T> {
             pending_in: BytesMut::new(),
             wbuf: Vec::new(),
             wpos: 0,
-            pong: None,
+            pongs: VecDeque::new(),
             close_out: None,
             close_written: false,
             write_shut: false,
@@ -464,7 +469,15 @@ impl<T: Transport> WebSocket<T> {
                         }
                         Decoded::Ping(data) => {
                             if self.phase == Phase::Open {
-                                self.pong = Some(frame::encode(true, false, Opcode::Pong, &data));
+                                if self.pongs.len() == MAX_PONGS {
+                                    self.pongs.pop_front();
+                                }
+                                self.pongs.push_back(frame::encode(
+                                    true,
+                                    false,
+                                    Opcode::Pong,
+                                    &data,
+                                ));
                             }
                         }
                         Decoded::Pong(_) => {}
@@ -500,7 +513,7 @@ impl<T: Transport> WebSocket<T> {
 
     fn enter_lingering(&mut self) {
         self.phase = Phase::Lingering;
-        self.pong = None;
+        self.pongs = VecDeque::new();
         self.pending_in = BytesMut::new();
         self.arm(self.shared.config.close_timeout);
     }
@@ -566,7 +579,8 @@ impl<T: Transport> WebSocket<T> {
                     }
                     if !self.ping_sent {
                         self.ping_sent = true;
-                        self.pong = Some(frame::encode(true, false, Opcode::Ping, b""));
+                        self.pongs
+                            .push_back(frame::encode(true, false, Opcode::Ping, b""));
                         self.last_rx = now;
                         let after = config.ping_timeout;
                         self.arm(after);
@@ -606,7 +620,8 @@ impl<T: Transport> WebSocket<T> {
             }
             let mut batch: Vec<Bytes> = Vec::new();
             let mut size = 0;
-            if let Some(pong) = self.pong.take() {
+            // Taken whole: no buffer kept once they are written.
+            for pong in std::mem::take(&mut self.pongs) {
                 size += pong.len();
                 batch.push(pong);
             }

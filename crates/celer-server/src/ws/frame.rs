@@ -350,8 +350,10 @@ impl Decoder {
             &mut self.payload
         };
         let start = dest.len();
+        // A frame's length reserves at most 64 KiB ahead: the client has to
+        // send the bytes to make the buffer grow past that.
         dest.reserve(if frame.read == 0 {
-            frame.len as usize
+            (frame.len as usize).min(64 * 1024)
         } else {
             chunk.len()
         });
