@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, ready};
@@ -270,7 +271,8 @@ pub struct WebSocket<T: Transport = Upgraded> {
     write_shut: bool,
     peer_close: Option<CloseFrame>,
     timer: Pin<Box<Sleep>>,
-    last_rx: Instant,
+    /// A frame arrived since the timer last fired.
+    heard: bool,
     ping_sent: bool,
     shutdown_seen: bool,
 }
@@ -315,7 +317,7 @@ impl<T: Transport> WebSocket<T> {
             write_shut: false,
             peer_close: None,
             timer,
-            last_rx: now,
+            heard: false,
             ping_sent: false,
             shutdown_seen: false,
         }
@@ -408,8 +410,8 @@ impl<T: Transport> WebSocket<T> {
                 }
                 continue;
             }
-            let mut chunk = [0u8; READ_CHUNK];
-            let mut buf = ReadBuf::new(&mut chunk);
+            let mut chunk = [MaybeUninit::<u8>::uninit(); READ_CHUNK];
+            let mut buf = ReadBuf::uninit(&mut chunk);
             match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
                 Poll::Ready(Ok(())) if buf.filled().is_empty() => {
                     // End of stream: a client that leaves without a close
@@ -418,8 +420,7 @@ impl<T: Transport> WebSocket<T> {
                     return Poll::Ready(None);
                 }
                 Poll::Ready(Ok(())) => {
-                    self.last_rx = Instant::now();
-                    self.ping_sent = false;
+                    self.heard = true;
                     let filled = buf.filled();
                     match self.feed(filled) {
                         Fed::Message(msg, used) => {
@@ -561,32 +562,29 @@ impl<T: Transport> WebSocket<T> {
             let config = &self.shared.config;
             match self.phase {
                 Phase::Open => {
-                    let now = Instant::now();
-                    if self.ping_sent && now >= self.last_rx + config.ping_timeout {
+                    // The timer fires every `ping_interval` while frames
+                    // arrive (a flag per read, no clock read per message),
+                    // so a ping follows between one and two intervals of
+                    // silence.
+                    if self.heard {
+                        self.heard = false;
+                        self.ping_sent = false;
+                        let after = config.ping_interval;
+                        self.arm(after);
+                        continue;
+                    }
+                    if self.ping_sent {
                         // §5.5.2: a peer that answers nothing is gone.
                         tracing::debug!(target: "celer::ws", "no answer to ping: connection dropped");
                         return Poll::Ready(self.drop_dead());
                     }
-                    let due = self.last_rx + config.ping_interval;
-                    if now < due {
-                        let due = if self.ping_sent {
-                            self.last_rx + config.ping_timeout
-                        } else {
-                            due
-                        };
-                        self.timer.as_mut().reset(due);
-                        continue;
-                    }
-                    if !self.ping_sent {
-                        self.ping_sent = true;
-                        self.pongs
-                            .push_back(frame::encode(true, false, Opcode::Ping, b""));
-                        self.last_rx = now;
-                        let after = config.ping_timeout;
-                        self.arm(after);
-                        // Writes the ping, then waits again.
-                        return self.poll_recv(cx);
-                    }
+                    self.ping_sent = true;
+                    self.pongs
+                        .push_back(frame::encode(true, false, Opcode::Ping, b""));
+                    let after = config.ping_timeout;
+                    self.arm(after);
+                    // Writes the ping, then waits again.
+                    return self.poll_recv(cx);
                 }
                 Phase::CloseSent | Phase::Lingering | Phase::Done => {
                     return Poll::Ready(self.drop_dead());

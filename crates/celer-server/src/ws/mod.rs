@@ -131,11 +131,12 @@ pub struct Config {
     pub max_queued_bytes: usize,
     /// What happens at `max_queued_bytes`. Default closes with 1008.
     pub slow_consumer: SlowConsumer,
-    /// Silence from the client before the server pings. Default
+    /// Silence from the client before the server pings: a ping goes out
+    /// after one to two intervals without a frame. Default
     /// [`limits::WS_PING_INTERVAL`].
     pub ping_interval: Duration,
-    /// Silence after a ping before the peer counts as dead and the
-    /// connection is dropped. Default [`limits::WS_PING_TIMEOUT`].
+    /// Silence after the server's ping before the peer counts as dead and
+    /// the connection is dropped (any frame counts as an answer). Default [`limits::WS_PING_TIMEOUT`].
     pub ping_timeout: Duration,
     /// Time for the client's close frame (and end of stream) after the
     /// server's close. Default [`limits::WS_CLOSE_TIMEOUT`].
