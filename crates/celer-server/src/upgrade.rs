@@ -43,6 +43,14 @@ pub struct Upgraded {
 
 impl Upgraded {
     pub(crate) fn new(io: Box<dyn Io>, read_buf: Bytes, watch: Watch) -> Upgraded {
+        // The engine's read buffer is kilobytes large; an upgraded
+        // connection may live for hours, so it keeps a copy of the bytes
+        // read ahead (usually none) and not the buffer.
+        let read_buf = if read_buf.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(&read_buf)
+        };
         Upgraded {
             inner: Prefixed::new(read_buf, io),
             watch: watch.into_upgraded(),
