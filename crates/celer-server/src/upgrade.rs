@@ -42,14 +42,14 @@ pub struct Upgraded {
 }
 
 impl Upgraded {
-    pub(crate) fn new(io: Box<dyn Io>, read_buf: Bytes, watch: Watch) -> Upgraded {
+    pub(crate) fn new(io: Box<dyn Io>, read_ahead: &[u8], watch: Watch) -> Upgraded {
         // The engine's read buffer is kilobytes large; an upgraded
         // connection may live for hours, so it keeps a copy of the bytes
         // read ahead (usually none) and not the buffer.
-        let read_buf = if read_buf.is_empty() {
+        let read_buf = if read_ahead.is_empty() {
             Bytes::new()
         } else {
-            Bytes::copy_from_slice(&read_buf)
+            Bytes::copy_from_slice(read_ahead)
         };
         Upgraded {
             inner: Prefixed::new(read_buf, io),

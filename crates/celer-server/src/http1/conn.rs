@@ -117,7 +117,7 @@ where
                 let Conn {
                     io, rbuf, shutdown, ..
                 } = conn;
-                pending.fulfill(Upgraded::new(Box::new(io), rbuf.freeze(), shutdown));
+                pending.fulfill(Upgraded::new(Box::new(io), &rbuf, shutdown));
                 return;
             }
             Err(err) => {
