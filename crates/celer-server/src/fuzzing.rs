@@ -19,6 +19,10 @@
 //! - [`tls_records`]: the TLS record layer against rustls's client, both
 //!   ways, across suites, lengths, sequence numbers and key updates: every
 //!   byte arrives unchanged.
+//! - [`ws_frame`]: the WebSocket frame decoder (`ws::frame::Decoder`). The
+//!   outcome is the same whole, byte by byte and at every split; text is
+//!   UTF-8, messages respect the limit, control payloads are at most 125
+//!   bytes, and a decoded message framed again decodes to itself.
 
 use std::convert::Infallible;
 use std::future::{Future, poll_fn};
@@ -454,6 +458,117 @@ impl Service<Request<Incoming>> for Echo {
 /// unchanged, neither side may fail, and both `close_notify`s arrive.
 pub fn tls_records(data: &[u8]) {
     crate::tls::differential::run(data);
+/// The WebSocket frame decoder on arbitrary bytes. The first byte picks
+/// the settings (bit 0: permessage-deflate; bit 1: small limits), the rest
+/// is the client's stream.
+pub fn ws_frame(data: &[u8]) {
+    use crate::ws::frame::{DecodeConfig, Decoded, Decoder, Status};
+    let Some((&flags, stream)) = data.split_first() else {
+        return;
+    };
+    let config = DecodeConfig {
+        max_frame_bytes: if flags & 2 != 0 { 64 } else { 1 << 20 },
+        max_message_bytes: if flags & 2 != 0 { 100 } else { 1 << 20 },
+        deflate: flags & 1 != 0,
+        client_no_context_takeover: flags & 4 != 0,
+    };
+    /// What a decode run produced: items (debug-printed) and the error.
+    fn run(
+        config: DecodeConfig,
+        pieces: &mut dyn Iterator<Item = &[u8]>,
+    ) -> (Vec<String>, Option<String>) {
+        let mut d = Decoder::new(config);
+        let mut items = Vec::new();
+        for piece in pieces {
+            let mut rest = piece;
+            loop {
+                match d.decode(rest) {
+                    Ok(Status::Complete(n, item)) => {
+                        assert!(
+                            n <= rest.len() && n > 0 || rest.is_empty(),
+                            "used {n} of {}",
+                            rest.len()
+                        );
+                        check(&config, &item);
+                        items.push(format!("{item:?}"));
+                        rest = &rest[n..];
+                        if matches!(item, Decoded::Close(_)) {
+                            return (items, None);
+                        }
+                    }
+                    Ok(Status::Partial) => break,
+                    Err(e) => return (items, Some(format!("{e:?}"))),
+                }
+            }
+        }
+        (items, None)
+    }
+    fn check(config: &DecodeConfig, item: &Decoded) {
+        match item {
+            Decoded::Message(m) => {
+                assert!(m.as_bytes().len() <= config.max_message_bytes);
+                if let crate::ws::Message::Text(t) = m {
+                    assert!(std::str::from_utf8(t).is_ok(), "text is UTF-8");
+                }
+            }
+            Decoded::Ping(p) | Decoded::Pong(p) => assert!(p.len() <= 125),
+            Decoded::Close(Some(c)) => assert!(c.code.is_valid_on_wire() && c.reason.len() <= 123),
+            Decoded::Close(None) => {}
+        }
+    }
+    let whole = run(config, &mut std::iter::once(stream));
+    let bytewise = run(config, &mut stream.chunks(1));
+    assert_eq!(whole, bytewise, "byte by byte");
+    let splits: Vec<usize> = if stream.len() <= 64 {
+        (0..=stream.len()).collect()
+    } else {
+        vec![1, stream.len() / 3, stream.len() / 2, stream.len() - 1]
+    };
+    for at in splits {
+        let (a, b) = stream.split_at(at);
+        assert_eq!(whole, run(config, &mut [a, b].into_iter()), "split at {at}");
+    }
+    // A decoded uncompressed message, framed again, decodes to itself.
+    let mut d = Decoder::new(config);
+    let mut rest = stream;
+    while let Ok(Status::Complete(n, item)) = d.decode(rest) {
+        rest = &rest[n..];
+        if let Decoded::Message(m) = item {
+            let opcode = if matches!(m, crate::ws::Message::Text(_)) {
+                1u8
+            } else {
+                2
+            };
+            let payload = m.as_bytes();
+            let mut wire = vec![0x80 | opcode];
+            match payload.len() {
+                n if n < 126 => wire.push(0x80 | n as u8),
+                n if n <= 0xFFFF => {
+                    wire.push(0x80 | 126);
+                    wire.extend_from_slice(&(n as u16).to_be_bytes());
+                }
+                n => {
+                    wire.push(0x80 | 127);
+                    wire.extend_from_slice(&(n as u64).to_be_bytes());
+                }
+            }
+            wire.extend_from_slice(&[0, 0, 0, 0]);
+            wire.extend_from_slice(payload);
+            let mut again = Decoder::new(DecodeConfig {
+                deflate: false,
+                ..config
+            });
+            match again.decode(&wire) {
+                Ok(Status::Complete(_, Decoded::Message(m2))) => assert_eq!(m, m2),
+                // The inflated message may pass the frame limit uncompressed.
+                Err(e) if e.code == crate::ws::CloseCode::TOO_BIG => {}
+                other => panic!("re-framed message: {other:?}"),
+            }
+        }
+        if rest.is_empty() {
+            break;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -508,5 +623,7 @@ mod tests {
     #[test]
     fn tls_records_corpus_replays() {
         replay("tls_records", super::tls_records);
+    fn ws_frame_corpus_replays() {
+        replay("ws_frame", super::ws_frame);
     }
 }

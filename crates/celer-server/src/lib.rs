@@ -31,6 +31,7 @@
 //! - `redirect`: the plain-HTTP listener's service answering 308 to `https`
 //! - `body`: the request body type [`Incoming`]
 //! - `upgrade`: handing a connection over after `101 Switching Protocols`
+//! - `ws`: WebSocket (RFC 6455) and permessage-deflate (RFC 7692) on an upgraded connection
 //! - `prefixed`: bytes read ahead replayed in front of a handed-over stream
 //! - `transport`: the byte streams the engine serves
 //! - `sys`: the few socket calls that need `unsafe`
@@ -80,6 +81,7 @@ mod tidy;
 pub mod tls;
 mod transport;
 pub mod upgrade;
+pub mod ws;
 
 pub use body::Incoming;
 pub use common::ConnConfig;

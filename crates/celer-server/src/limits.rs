@@ -103,6 +103,41 @@ pub const H2_STREAM_SEND_BUFFER: usize = 128 * 1024;
 /// by the client while their handler still ran.
 pub const H2_MAX_CANCELLED_STREAMS: u64 = 100;
 
+/// Default for `ws::Config::max_frame_bytes`: 1 MiB of payload in one
+/// WebSocket frame (after the header). A larger frame closes the connection
+/// with 1009 as soon as its header arrives.
+pub const WS_MAX_FRAME_BYTES: u64 = 1024 * 1024;
+
+/// Default for `ws::Config::max_message_bytes`: 4 MiB in one WebSocket
+/// message, summed over its fragments and measured after decompression; a
+/// larger message closes the connection with 1009 (RFC 6455 §7.4.1).
+pub const WS_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Default for `ws::Config::max_queued_bytes`: 1 MiB of frames queued for
+/// one WebSocket client that has not read them yet. Past it the slow-consumer
+/// policy applies (close with 1008 or 1013, or drop the oldest messages).
+pub const WS_MAX_QUEUED_BYTES: usize = 1024 * 1024;
+
+/// Default most WebSocket connections open at once on one route: 10,000,
+/// the server's own connection limit ([`MAX_CONNECTIONS`]). Past it the
+/// handshake is answered `503 Service Unavailable`.
+pub const WS_MAX_CONNECTIONS: usize = 10_000;
+
+/// Default for `ws::Config::ping_interval`: 30 s without a frame from the
+/// client before the server sends a ping (below the 60 s idle timeouts of
+/// common proxies and load balancers).
+pub const WS_PING_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Default for `ws::Config::ping_timeout`: 30 s for any frame to arrive
+/// after a ping; a peer silent that long is dead and its connection is
+/// dropped.
+pub const WS_PING_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default for `ws::Config::close_timeout`: 5 s for the client's close frame
+/// after the server sent its own (RFC 6455 §7.1.1); the TCP connection is
+/// dropped then.
+pub const WS_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The limits the engine enforces on every connection.
 ///
 /// Build one with [`Limits::default`] and change the fields you need; every

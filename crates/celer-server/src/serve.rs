@@ -395,7 +395,7 @@ impl Bound {
                     }
                     signal.await;
                     shutdown.trigger();
-                    state.drained().await;
+                    state.drained(&shutdown).await;
                     Ok(())
                 })
             }
@@ -459,7 +459,7 @@ impl Bound {
             start_accept(role, l, make.clone(), state.clone(), shutdown.clone())?;
         }
         shutdown.started().await;
-        state.drained().await;
+        state.drained(&shutdown).await;
         for path in unix_paths {
             let _ = std::fs::remove_file(path);
         }
@@ -496,12 +496,14 @@ impl State {
     }
 
     /// Waits until every connection has ended, or the shutdown timeout.
-    async fn drained(&self) {
+    /// Upgraded connections (WebSockets) count as open until dropped.
+    async fn drained(&self, shutdown: &Shutdown) {
         let limit = self.config.limits.shutdown_timeout;
-        if tokio::time::timeout(limit, self.permits.acquire_many(self.max))
-            .await
-            .is_err()
-        {
+        let all_closed = async {
+            let _all = self.permits.acquire_many(self.max).await;
+            shutdown.upgraded_closed().await;
+        };
+        if tokio::time::timeout(limit, all_closed).await.is_err() {
             tracing::warn!(target: "celer::serve", "shutdown timeout: closing connections still in flight");
         }
     }
@@ -525,7 +527,7 @@ where
             start_accept(role, l, make.clone(), state.clone(), shutdown.clone())?;
         }
         shutdown.started().await;
-        state.drained().await;
+        state.drained(shutdown).await;
         Ok(())
     })
 }

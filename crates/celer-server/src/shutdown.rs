@@ -4,7 +4,7 @@
 //! their whole life, so an idle connection learns of shutdown at once
 //! without a lock or allocation per request.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 
@@ -23,6 +23,10 @@ struct Inner {
     started: AtomicBool,
     notify: Notify,
     conns: Mutex<Registry>,
+    /// Connections handed over after a 101 that are still open: the drain
+    /// waits for them as for the engine's own.
+    upgraded: AtomicUsize,
+    upgraded_closed: Notify,
 }
 
 /// Wakers of live connections, in reusable slots.
@@ -72,6 +76,20 @@ impl Shutdown {
         notified.await;
     }
 
+    /// Resolves once no upgraded connection (see [`crate::upgrade`]) is
+    /// open any more.
+    pub(crate) async fn upgraded_closed(&self) {
+        loop {
+            let notified = self.inner.upgraded_closed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.inner.upgraded.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// A per-connection watch on this signal.
     pub(crate) fn watch(&self) -> Watch {
         let waker = Arc::new(AtomicWaker::new());
@@ -91,6 +109,7 @@ impl Shutdown {
             shutdown: self.clone(),
             waker,
             slot,
+            upgraded: false,
         }
     }
 }
@@ -101,9 +120,19 @@ pub(crate) struct Watch {
     shutdown: Shutdown,
     waker: Arc<AtomicWaker>,
     slot: usize,
+    /// Counted in `Inner::upgraded` until dropped.
+    upgraded: bool,
 }
 
 impl Watch {
+    /// Marks the connection as handed over after a 101: the server's drain
+    /// waits until this watch is dropped.
+    pub(crate) fn into_upgraded(mut self) -> Watch {
+        self.shutdown.inner.upgraded.fetch_add(1, Ordering::AcqRel);
+        self.upgraded = true;
+        self
+    }
+
     /// True once shutdown has started.
     pub(crate) fn is_started(&self) -> bool {
         self.shutdown.is_started()
@@ -125,6 +154,10 @@ impl Drop for Watch {
         let mut conns = self.shutdown.inner.conns();
         conns.slots[self.slot] = None;
         conns.free.push(self.slot);
+        drop(conns);
+        if self.upgraded && self.shutdown.inner.upgraded.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shutdown.inner.upgraded_closed.notify_waiters();
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
 use crate::prefixed::Prefixed;
+use crate::shutdown::Watch;
 
 /// A byte stream the engine can hand over.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -32,15 +33,43 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 /// its `n` bytes, which may still wait in the connection for the socket (up
 /// to one write's worth, 64 KiB): call `flush` before waiting on anything
 /// else, as with any buffered writer.
+///
+/// An upgraded connection counts as open for the server's graceful
+/// shutdown: the server waits (up to its shutdown timeout) until every
+/// `Upgraded` is dropped. Its owner learns that shutdown started from
+/// [`Upgraded::poll_shutdown_started`] and should then end the protocol
+/// cleanly (a WebSocket sends close 1001).
 pub struct Upgraded {
     inner: Prefixed<Box<dyn Io>>,
+    watch: Watch,
 }
 
 impl Upgraded {
-    pub(crate) fn new(io: Box<dyn Io>, read_buf: Bytes) -> Upgraded {
+    pub(crate) fn new(io: Box<dyn Io>, read_ahead: &[u8], watch: Watch) -> Upgraded {
+        // The engine's read buffer is kilobytes large; an upgraded
+        // connection may live for hours, so it keeps a copy of the bytes
+        // read ahead (usually none) and not the buffer.
+        let read_buf = if read_ahead.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(read_ahead)
+        };
         Upgraded {
             inner: Prefixed::new(read_buf, io),
+            watch: watch.into_upgraded(),
         }
+    }
+
+    /// True once the server's graceful shutdown has started.
+    pub fn shutdown_started(&self) -> bool {
+        self.watch.is_started()
+    }
+
+    /// Ready once the server's graceful shutdown has started; otherwise
+    /// wakes `cx` when it does. One task should poll it: the last waker
+    /// registered is the one woken.
+    pub fn poll_shutdown_started(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.watch.poll_started(cx)
     }
 }
 

@@ -130,6 +130,7 @@ pub mod response;
 pub mod router;
 pub mod serve;
 pub mod sse;
+pub mod ws;
 
 pub use app::{App, ShutdownNotice};
 pub use body::Body;

@@ -96,8 +96,10 @@ where
         match conn.run(&mut service).await {
             Ok(Ended::Closed) => return,
             Ok(Ended::Upgrade(pending)) => {
-                let Conn { io, rbuf, .. } = conn;
-                pending.fulfill(Upgraded::new(Box::new(io), rbuf.freeze()));
+                let Conn {
+                    io, rbuf, shutdown, ..
+                } = conn;
+                pending.fulfill(Upgraded::new(Box::new(io), &rbuf, shutdown));
                 return;
             }
             Ok(Ended::Switch) => {}

@@ -11,3 +11,4 @@ mod shutdown;
 mod support;
 mod tls;
 mod wire;
+mod ws;

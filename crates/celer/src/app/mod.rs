@@ -248,6 +248,16 @@ impl App {
         RouteBuilder::new(self, id)
     }
 
+    /// Adds a WebSocket route (RFC 6455): GET requests to `rule` that ask
+    /// for an upgrade are validated and switched; see [`crate::ws`].
+    ///
+    /// # Panics
+    ///
+    /// Panics if the rule is invalid.
+    pub fn websocket(&mut self, rule: &str, route: crate::ws::WebSocketRoute) -> RouteBuilder<'_> {
+        self.route(MethodSet::GET, rule, route.into_handler())
+    }
+
     /// Opens a scope: routes and middleware added inside `build` live under
     /// `prefix`, and middleware added there (with [`App::middleware`]) wraps
     /// the scope's routes only.

@@ -14,3 +14,4 @@ mod sse;
 mod support;
 mod url_for;
 mod wire;
+mod ws;
