@@ -458,6 +458,8 @@ impl Service<Request<Incoming>> for Echo {
 /// unchanged, neither side may fail, and both `close_notify`s arrive.
 pub fn tls_records(data: &[u8]) {
     crate::tls::differential::run(data);
+}
+
 /// The WebSocket frame decoder on arbitrary bytes. The first byte picks
 /// the settings (bit 0: permessage-deflate; bit 1: small limits), the rest
 /// is the client's stream.
@@ -623,6 +625,9 @@ mod tests {
     #[test]
     fn tls_records_corpus_replays() {
         replay("tls_records", super::tls_records);
+    }
+
+    #[test]
     fn ws_frame_corpus_replays() {
         replay("ws_frame", super::ws_frame);
     }
