@@ -641,7 +641,11 @@ fn valid_host(value: &[u8]) -> bool {
             let literal = &rest[..close];
             // IPv6address (with `:`) or IPvFuture (`v`...), RFC 3986 §3.2.2.
             let shaped = literal.contains(&b':') || literal.first() == Some(&b'v');
-            if !shaped || !literal.iter().all(|&b| b == b':' || REG_NAME_BYTES[b as usize]) {
+            if !shaped
+                || !literal
+                    .iter()
+                    .all(|&b| b == b':' || REG_NAME_BYTES[b as usize])
+            {
                 return false;
             }
             (&[][..], &rest[close + 1..])
