@@ -6,6 +6,7 @@
 //! does for its own errors) or 1 otherwise.
 
 mod http2;
+mod logging;
 mod serve;
 mod tls;
 mod units;
@@ -137,7 +138,7 @@ fn one_line(msg: &str) -> String {
 }
 
 /// Logs to stderr; `--log-level` wins over RUST_LOG, and the default is
-/// `info`.
+/// `info`. Warnings are rate-limited per kind (`logging`).
 fn init_logging(level: Option<&str>) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
@@ -148,9 +149,13 @@ fn init_logging(level: Option<&str>) {
         eprintln!("celer: warning: ignoring log filter: {err}");
         EnvFilter::new("info")
     });
+    let ansi = std::io::stderr().is_terminal();
     tracing_subscriber::fmt()
+        .with_ansi(ansi)
+        .event_format(logging::RateLimited::new(
+            tracing_subscriber::fmt::format().with_ansi(ansi),
+        ))
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }

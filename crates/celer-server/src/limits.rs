@@ -179,6 +179,13 @@ pub struct Limits {
     /// against rapid reset (CVE-2023-44487), which makes a server start
     /// work that the client throws away at once. Default is
     /// [`H2_MAX_CANCELLED_STREAMS`].
+    ///
+    /// The `h2` library keeps its own, earlier limit: streams the client
+    /// resets while they still wait to be accepted (20 per connection;
+    /// then `GOAWAY` with `ENHANCE_YOUR_CALM`). A flood that sends
+    /// `RST_STREAM` right behind each `HEADERS` meets that one, in the
+    /// same read, before any handler runs; this limit covers resets that
+    /// arrive once handlers have started, i.e. the work actually wasted.
     pub h2_max_cancelled_streams: u64,
 }
 
