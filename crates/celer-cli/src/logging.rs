@@ -130,7 +130,8 @@ where
             Some(0) => self.inner.format_event(ctx, writer, event),
             Some(dropped) => {
                 let mut line = String::new();
-                self.inner.format_event(ctx, Writer::new(&mut line), event)?;
+                self.inner
+                    .format_event(ctx, Writer::new(&mut line), event)?;
                 let line = line.strip_suffix('\n').unwrap_or(&line);
                 let secs = PERIOD.as_secs();
                 writeln!(
@@ -201,10 +202,8 @@ mod tests {
     #[test]
     fn warnings_of_one_kind_are_limited_and_counted() {
         let out = Captured::default();
-        let format = RateLimited::with_clock(
-            tracing_subscriber::fmt::format().without_time(),
-            clock,
-        );
+        let format =
+            RateLimited::with_clock(tracing_subscriber::fmt::format().without_time(), clock);
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
             .event_format(format)

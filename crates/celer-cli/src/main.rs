@@ -38,7 +38,8 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 static MALLOC_CONF: ConfStr = ConfStr(JEMALLOC_OPTIONS.as_ptr());
 
 /// The options in [`MALLOC_CONF`].
-const JEMALLOC_OPTIONS: &std::ffi::CStr = c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+const JEMALLOC_OPTIONS: &std::ffi::CStr =
+    c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
 /// A C string pointer that may live in a `static`.
 #[repr(transparent)]

@@ -35,7 +35,7 @@ use crate::error::BoxError;
 use crate::file::{FILE_CHUNK, SendFile};
 use crate::http1::{Http1Config, date, poll_deadline};
 use crate::http2::body::{H2Body, Handback};
-use crate::limits::{H2_STREAM_SEND_BUFFER, Limits};
+use crate::limits::{Limits, h2_stream_send_buffer};
 use crate::shutdown::Watch;
 
 /// How one stream ended, as far as the connection cares.
@@ -226,7 +226,7 @@ fn builder(limits: &Limits) -> h2::server::Builder {
         .initial_connection_window_size(limits.h2_connection_window)
         .max_frame_size(limits.h2_max_frame_size.clamp(1 << 14, (1 << 24) - 1))
         .max_header_list_size(u32::try_from(limits.max_head_bytes).unwrap_or(u32::MAX))
-        .max_send_buffer_size(H2_STREAM_SEND_BUFFER);
+        .max_send_buffer_size(h2_stream_send_buffer(limits.h2_max_concurrent_streams));
     b
 }
 
