@@ -6,6 +6,7 @@
 # 16); then short interleaved wrk runs, server on CPU 0 and wrk on CPU 1.
 #
 #   bench/runs/2026-11-25-harden-alloc/measure.sh target/release/celer
+#   WRK_ONLY=1 ROUNDS=5 bench/runs/2026-11-25-harden-alloc/measure.sh target/release/celer
 set -euo pipefail
 BIN=${1:?celer binary}
 OLD="background_thread:false,dirty_decay_ms:10000,muzzy_decay_ms:0"
@@ -44,6 +45,7 @@ total() { # conf n depth
     rm -f "$out"*
 }
 for depth in 1 16; do
+    [ -n "${WRK_ONLY:-}" ] && break
     for name in old new; do
         conf=$OLD; [ $name = new ] && conf=$NEW
         small=$(total "$conf" 2000 "$depth"); large=$(total "$conf" 18000 "$depth")
@@ -51,7 +53,7 @@ for depth in 1 16; do
     done
 done
 if command -v wrk >/dev/null; then
-    for round in 1 2 3; do
+    for round in $(seq "${ROUNDS:-3}"); do
         for name in old new; do
             conf=$OLD; [ $name = new ] && conf=$NEW
             p=$(port)
