@@ -6,6 +6,7 @@
 mod cli;
 mod files_nginx;
 mod files_wire;
+mod hardening;
 mod http2;
 mod inherited;
 mod serve_static;

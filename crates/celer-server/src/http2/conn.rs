@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
+use std::os::unix::fs::FileExt;
+
+use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use h2::server::{Connection, SendResponse};
 use h2::{Reason, SendStream};
@@ -32,8 +34,9 @@ use tower_service::Service;
 use crate::body::Incoming;
 use crate::common::{ConnConfig, Reject, date, poll_deadline};
 use crate::error::BoxError;
+use crate::file::{FILE_CHUNK, SendFile};
 use crate::http2::body::{H2Body, Handback};
-use crate::limits::{H2_STREAM_SEND_BUFFER, Limits};
+use crate::limits::{Limits, h2_stream_send_buffer};
 use crate::shutdown::Watch;
 
 /// How one stream ended, as far as the connection cares.
@@ -261,7 +264,7 @@ fn builder(limits: &Limits) -> h2::server::Builder {
         .initial_connection_window_size(limits.h2_connection_window)
         .max_frame_size(limits.h2_max_frame_size.clamp(1 << 14, (1 << 24) - 1))
         .max_header_list_size(u32::try_from(limits.max_head_bytes).unwrap_or(u32::MAX))
-        .max_send_buffer_size(H2_STREAM_SEND_BUFFER);
+        .max_send_buffer_size(h2_stream_send_buffer(limits.h2_max_concurrent_streams));
     b
 }
 
@@ -521,6 +524,13 @@ where
         exact.filter(|_| !bodiless || is_head),
     );
     let end = bodiless || body.is_end_stream();
+    // A file region the body also names (the contract `SendFile` documents):
+    // read straight from the file as the client's window opens, never
+    // ahead of it.
+    let region = parts
+        .extensions
+        .remove::<SendFile>()
+        .filter(|region| !end && exact == Some(region.len()) && declared == exact);
     let head = Response::from_parts(parts, ());
     let send = match respond.send_response(head, end) {
         Ok(send) => send,
@@ -529,8 +539,14 @@ where
             return Ended::Done;
         }
     };
-    if !end {
-        send_body(send, body, declared, config.limits.write_timeout).await;
+    let write_timeout = config.limits.write_timeout;
+    match region {
+        Some(region) => {
+            drop(body);
+            send_region(send, &region, write_timeout).await;
+        }
+        None if !end => send_body(send, body, declared, write_timeout).await,
+        None => {}
     }
     Ended::Done
 }
@@ -687,7 +703,28 @@ async fn send_body<B>(
     let mut body = std::pin::pin!(body);
     let mut left = declared;
     let short = |left: Option<u64>| left.is_some_and(|n| n > 0);
+    // A body small enough to be queued at once is read at once (most
+    // responses: no capacity reservation, ~500 instructions saved).
+    let small = body
+        .size_hint()
+        .upper()
+        .is_some_and(|n| n <= QUEUE_AT_ONCE as u64);
     loop {
+        // Anything larger is read only once the client's window lets some
+        // of it go: a client that opens streams and never reads makes the
+        // server read nothing (without this, each stalled stream held a
+        // piece of up to 64 KiB read ahead).
+        let upper = body.size_hint().upper();
+        if !small && upper != Some(0) {
+            let want = upper.map_or(READ_AHEAD, |n| n.min(READ_AHEAD as u64) as usize);
+            if wait_capacity(&mut send, want, write_timeout)
+                .await
+                .is_none()
+            {
+                send.send_reset(Reason::CANCEL);
+                return;
+            }
+        }
         let frame = poll_fn(|cx| {
             if let Poll::Ready(frame) = body.as_mut().poll_frame(cx) {
                 return Poll::Ready(Some(frame));
@@ -767,6 +804,53 @@ async fn send_body<B>(
 /// reservation and a check) saves about 500 instructions on a small
 /// response.
 const QUEUE_AT_ONCE: usize = 16 * 1024;
+
+/// Most response bytes a stream asks the client's window for before it
+/// reads the next piece of a body of unknown or large size: the piece
+/// size of a file body.
+const READ_AHEAD: usize = FILE_CHUNK;
+
+/// Sends a file region on `send`, each read no larger than the
+/// flow-control capacity the client has granted (at most [`FILE_CHUNK`]):
+/// a stalled client makes the server read nothing, and what is read goes
+/// straight to `h2`. A file shorter than the region resets the stream with
+/// `INTERNAL_ERROR` (RFC 9113 §8.1.1) rather than ending it short; a client
+/// that does not open its window within the write timeout gets `CANCEL`.
+async fn send_region(mut send: SendStream<Bytes>, region: &SendFile, write_timeout: Duration) {
+    let mut offset = region.offset();
+    let mut left = region.len();
+    while left > 0 {
+        let want = usize::try_from(left).map_or(FILE_CHUNK, |n| n.min(FILE_CHUNK));
+        let Some(granted) = wait_capacity(&mut send, want, write_timeout).await else {
+            send.send_reset(Reason::CANCEL);
+            return;
+        };
+        let mut buf = BytesMut::zeroed(granted.min(want));
+        // Served from the page cache in the common case, as `FileBody`.
+        let n = loop {
+            match region.file().read_at(&mut buf, offset) {
+                Ok(n) => break n,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    tracing::debug!(target: "celer::http2", error = %err, "file read failed");
+                    send.send_reset(Reason::INTERNAL_ERROR);
+                    return;
+                }
+            }
+        };
+        if n == 0 {
+            tracing::error!(target: "celer::http2", "file shorter than the response's length");
+            send.send_reset(Reason::INTERNAL_ERROR);
+            return;
+        }
+        buf.truncate(n);
+        offset += n as u64;
+        left -= n as u64;
+        if send.send_data(buf.freeze(), left == 0).is_err() {
+            return;
+        }
+    }
+}
 
 /// Waits until the stream may send some of `want` bytes; `None` when the
 /// client has not opened its window within `write_timeout`, or the stream

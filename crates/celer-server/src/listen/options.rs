@@ -22,7 +22,10 @@ pub struct BindOptions {
     /// Listen backlog. Default is [`BACKLOG`].
     pub backlog: i32,
     /// `TCP_DEFER_ACCEPT` on Linux: accept only once the client has sent
-    /// data, or after this long. Default is 10 s; `None` turns it off.
+    /// data, or after this long (the kernel rounds up to its SYN-ACK
+    /// retransmission schedule: 1 s gives 1–3 s). The head timeout starts
+    /// at accept, so a silent connection lasts this plus the head timeout.
+    /// Default is 1 s; `None` turns it off.
     pub defer_accept: Option<Duration>,
     /// Set `TCP_NODELAY` (accepted sockets inherit it). Default is true.
     pub nodelay: bool,
@@ -35,7 +38,7 @@ impl Default for BindOptions {
     fn default() -> Self {
         BindOptions {
             backlog: BACKLOG,
-            defer_accept: Some(Duration::from_secs(10)),
+            defer_accept: Some(Duration::from_secs(1)),
             nodelay: true,
             unix_mode: None,
         }
