@@ -34,7 +34,8 @@ pub struct BenchArgs {
     #[arg(short = 'd', long, value_parser = parse_duration, value_name = "TIME")]
     pub duration: Option<Duration>,
 
-    /// Stop after exactly this many requests (over all connections).
+    /// Stop after exactly this many requests (over all connections); with
+    /// ws://, this many echoed messages.
     #[arg(short = 'n', long, value_name = "N")]
     pub requests: Option<u64>,
 

@@ -171,9 +171,9 @@ async fn receive(
                 Ok(Event::Message { .. }) => {
                     let at = Instant::now();
                     let round = round_of(socket.message(), &prefix);
-                    if round.is_some() && round > last_round {
-                        last_round = round;
-                        let _ = notes.send(Note::Arrived { round: round.unwrap_or(0), at });
+                    if let Some(round) = round.filter(|&r| Some(r) > last_round) {
+                        last_round = Some(round);
+                        let _ = notes.send(Note::Arrived { round, at });
                     }
                 }
                 Ok(Event::Pong) => {}

@@ -52,8 +52,7 @@ pub(crate) enum FrameError {
     Masked,
     /// A control frame that is fragmented or longer than 125 bytes (section 5.5).
     Control,
-    /// A 64-bit length with the most significant bit set, or a length not
-    /// in its shortest form is tolerated; only the MSB rule is enforced (section 5.2).
+    /// A 64-bit length with its most significant bit set (section 5.2).
     Length,
 }
 

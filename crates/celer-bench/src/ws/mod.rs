@@ -160,7 +160,7 @@ pub(crate) fn plan(
         Some(receivers) => Some(FanoutPlan {
             receivers,
             rounds: args.rounds,
-            trigger: trigger(args, &offer, endpoint, parts)?,
+            trigger: trigger(args, &offer, endpoint)?,
         }),
     };
     Ok(Some(WsPlan {
@@ -206,6 +206,15 @@ fn check_ws_args(args: &BenchArgs) -> Result<(), Error> {
     if let Some((_, message)) = unsupported.iter().find(|(bad, _)| *bad) {
         return Err(Error::usage(*message));
     }
+    let paced = args.duration.is_some()
+        || args.requests.is_some()
+        || !args.warmup.is_zero()
+        || args.pipeline > 1;
+    if args.fanout.is_some() && paced {
+        return Err(Error::usage(
+            "--fanout sends --rounds messages; drop -d, -n, --warmup and --pipeline",
+        ));
+    }
     if args.message_size == 0 {
         return Err(Error::usage("--message-size must be at least 1 byte"));
     }
@@ -236,12 +245,7 @@ fn check_ws_args(args: &BenchArgs) -> Result<(), Error> {
     Ok(())
 }
 
-fn trigger(
-    args: &BenchArgs,
-    offer: &Offer,
-    endpoint: &Endpoint,
-    parts: &RequestParts,
-) -> Result<Trigger, Error> {
+fn trigger(args: &BenchArgs, offer: &Offer, endpoint: &Endpoint) -> Result<Trigger, Error> {
     let resolve = |origin: &Origin| -> Result<Endpoint, Error> {
         Ok(Endpoint {
             addr: target::lookup(origin)?,
@@ -283,7 +287,6 @@ fn trigger(
             "--publish '{url}' must be a ws:// or wss:// URL"
         )));
     }
-    let _ = parts;
     Ok(Trigger::Publish {
         url: url.clone(),
         endpoint: resolve(&origin)?,

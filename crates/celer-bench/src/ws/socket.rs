@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::deflate::Deflate;
-use super::frame::{self, FrameError, Masks, opcode};
+use super::frame::{self, Masks, opcode};
 use super::handshake::{self, Offer, Refused};
 use super::{Endpoint, MAX_MESSAGE_BYTES};
 use crate::stats::ErrorKind;
@@ -299,10 +299,8 @@ impl Socket {
                     let head = match frame::parse_head(available, self.deflate.is_some()) {
                         Ok(Some(head)) => head,
                         Ok(None) => return Ok(None),
-                        Err(FrameError::Masked | FrameError::Reserved | FrameError::Opcode)
-                        | Err(FrameError::Control | FrameError::Length) => {
-                            return Err(ErrorKind::Protocol);
-                        }
+                        // Section 7.1.7: any violation fails the connection.
+                        Err(_) => return Err(ErrorKind::Protocol),
                     };
                     self.start += head.len;
                     self.begin_frame(head)?;

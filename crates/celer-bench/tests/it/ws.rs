@@ -190,6 +190,14 @@ fn altered_echoes_are_counted_as_mismatches() {
 }
 
 #[test]
+fn a_message_over_the_limit_fails_its_connection() {
+    let peer = Peer::start();
+    let report = bench(&["-n", "2", "-c", "1", &peer.ws("/big")]);
+    assert_eq!(report["run"]["responses"], 0);
+    assert_eq!(report["run"]["errors"]["too_big"], 2, "{}", report["run"]);
+}
+
+#[test]
 fn a_refused_upgrade_is_a_handshake_error() {
     let peer = Peer::start();
     let report = bench(&["-n", "5", "-c", "1", &peer.ws("/refuse")]);

@@ -2,7 +2,8 @@
 
 Paths: /echo sends every message back as it came; /room broadcasts every
 message to every socket in the room (the sender too); /mangle echoes with
-the first byte changed; /refuse answers 403; /bye closes with 1001 after
+the first byte changed; /big answers every message with one of 16 MiB + 1
+bytes (over celer-bench's limit); /refuse answers 403; /bye closes with 1001 after
 the upgrade. An HTTP server beside it takes POST /post (the body is
 broadcast to /room) and GET /stats (counters as JSON).
 
@@ -49,6 +50,9 @@ async def handler(ws):
             room.discard(ws)
         return
     async for message in ws:
+        if path == "/big":
+            await ws.send(b"x" * (16 * 1024 * 1024 + 1))
+            continue
         if path == "/mangle":
             message = ("X" + message[1:]) if isinstance(message, str) else (b"X" + message[1:])
         stats["echoed"] += 1
