@@ -25,7 +25,8 @@ pub(crate) fn render(output: &Output) -> String {
     if let Some(run) = &output.run {
         page.push_str(&figure(&latency_chart(run)));
         if run.timeline.len() > 1 {
-            page.push_str(&figure(&timeline_chart(run)));
+            let websocket = output.settings.websocket.is_some();
+            page.push_str(&figure(&timeline_chart(run, websocket)));
         }
     }
     if let Some(fanout) = output.fanout.as_ref().filter(|f| !f.rounds.is_empty()) {
@@ -85,7 +86,12 @@ fn latency_chart(run: &RunReport) -> Chart {
     }
 }
 
-fn timeline_chart(run: &RunReport) -> Chart {
+fn timeline_chart(run: &RunReport, websocket: bool) -> Chart {
+    let (title, y_label, name) = if websocket {
+        ("Messages per second", "echoes", "msg/s")
+    } else {
+        ("Requests per second", "responses", "req/s")
+    };
     let points: Vec<(f64, f64)> = run
         .timeline
         .iter()
@@ -93,16 +99,16 @@ fn timeline_chart(run: &RunReport) -> Chart {
         .collect();
     let step = (points.len() / 10).max(1);
     Chart {
-        title: "Requests per second".to_string(),
+        title: title.to_string(),
         x_label: "second".to_string(),
-        y_label: "responses".to_string(),
+        y_label: y_label.to_string(),
         x_ticks: points
             .iter()
             .step_by(step)
             .map(|p| (p.0, format!("{}", p.0)))
             .collect(),
         series: vec![Series {
-            name: "req/s".to_string(),
+            name: name.to_string(),
             points,
         }],
         y_format: |n| count(n as u64),
