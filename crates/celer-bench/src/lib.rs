@@ -122,8 +122,9 @@ impl Report {
     /// The top level has `mode` (`load`, `sweep` or `hang`; for ws:// URLs
     /// `ws-echo`, `ws-sweep`, `ws-idle` or `ws-fanout`), `settings`, and one
     /// of `run`, `sweep`, `hang` or `fanout`. Latencies are in microseconds.
-    /// In `ws-echo` a `run`'s `responses` are checked echoes, `bytes` their
-    /// payload bytes and `requests_per_sec` messages per second.
+    /// In `ws-echo` a `run`'s `responses` are checked echoes, `bytes` the
+    /// frame bytes read from the server (compressed, with permessage-deflate)
+    /// and `requests_per_sec` messages per second.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(&self.output).unwrap_or_default()
     }

@@ -159,7 +159,8 @@ pub(crate) struct Socket {
     masks: Masks,
     /// A close frame has been queued.
     close_sent: bool,
-    /// Data bytes received since the caller last took the count.
+    /// Bytes read from the socket (frames as on the wire, after TLS) since
+    /// the caller last took the count.
     pub(crate) received: usize,
 }
 
@@ -208,6 +209,8 @@ impl Socket {
             .await
             .map_err(|_| ErrorKind::Timeout)??;
         socket.start = len;
+        // The 101 is not counted; frames that came with it are.
+        socket.received = socket.end - len;
         if agreed.deflate {
             socket.deflate = Some(Deflate::new(
                 agreed.client_no_context_takeover,
@@ -397,7 +400,6 @@ impl Socket {
                 if !binary && std::str::from_utf8(&self.message).is_err() {
                     return Err(ErrorKind::Protocol);
                 }
-                self.received += self.message.len();
                 Ok(Some(Event::Message { binary }))
             }
         }
@@ -452,6 +454,7 @@ impl Socket {
                         return Poll::Ready(Err(ErrorKind::Closed));
                     }
                     self.end += n;
+                    self.received += n;
                     Poll::Ready(Ok(()))
                 }
                 Poll::Ready(Err(e)) => Poll::Ready(Err(ErrorKind::from_io(&e, ErrorKind::Read))),

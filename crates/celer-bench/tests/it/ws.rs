@@ -130,8 +130,8 @@ fn echo_matches_every_message() {
     assert_eq!(run["error_total"], 0, "{run}");
     assert_eq!(run["latency_us"]["count"], 500);
     assert_eq!(run["upgrade_us"]["count"], 4);
-    // 500 messages of 64 bytes came back.
-    assert_eq!(run["bytes"], 500 * 64);
+    // 500 frames of 64 bytes came back, each with a 2-byte head (RFC 6455 section 5.2).
+    assert_eq!(run["bytes"], 500 * (2 + 64));
     assert_eq!(peer.stats()["echoed"], 500);
     assert_eq!(peer.stats()["deflate"], 0);
     assert_eq!(report["settings"]["websocket"]["message_size"], 64);
@@ -155,7 +155,8 @@ fn echo_keeps_several_messages_in_flight_in_binary_and_large() {
     let run = &report["run"];
     assert_eq!(run["responses"], 200, "{run}");
     assert_eq!(run["error_total"], 0, "{run}");
-    assert_eq!(run["bytes"], 200 * 300 * 1024);
+    // Each frame has a 10-byte head: a 64-bit length.
+    assert_eq!(run["bytes"], 200 * (10 + 300 * 1024));
     assert_eq!(report["settings"]["websocket"]["in_flight"], 8);
 }
 
@@ -178,6 +179,8 @@ fn echo_with_permessage_deflate_is_compressed_and_matched() {
     assert_eq!(run["responses"], 300, "{run}");
     assert_eq!(run["error_total"], 0, "{run}");
     assert_eq!(peer.stats()["deflate"], 3);
+    // The echoes came back compressed: far fewer bytes than 300 x 4 KiB.
+    assert!(run["bytes"].as_u64().unwrap() < 300 * 4096 / 2, "{run}");
 }
 
 #[test]
