@@ -278,6 +278,25 @@ mod tests {
             check_response(wrong.as_bytes(), key, &offer(false)),
             Err(Refused::Headers)
         );
+        // Section 4.1, item 6: only the subprotocol asked for may come back.
+        let chat = ok.replace("\r\n\r\n", "\r\nSec-WebSocket-Protocol: chat\r\n\r\n");
+        assert_eq!(
+            check_response(chat.as_bytes(), key, &offer(false)),
+            Err(Refused::Headers)
+        );
+        let asked = Offer {
+            subprotocol: Some("chat".to_string()),
+            ..offer(false)
+        };
+        assert!(matches!(
+            check_response(chat.as_bytes(), key, &asked),
+            Ok(Some(_))
+        ));
+        assert!(
+            String::from_utf8(asked.encode("K"))
+                .unwrap()
+                .contains("Sec-WebSocket-Protocol: chat\r\n")
+        );
         let denied = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(
             check_response(denied, key, &offer(false)),
