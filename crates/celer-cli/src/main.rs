@@ -5,6 +5,7 @@
 //! error: ...`, and exit with 2 when the command line is at fault (as clap
 //! does for its own errors) or 1 otherwise.
 
+mod bench;
 mod http2;
 mod logging;
 mod serve;
@@ -69,8 +70,10 @@ enum Command {
     /// Serve a directory, or the embedded welcome site, over HTTP/1.1 or
     /// HTTPS.
     Serve(serve::ServeArgs),
-    /// Load a server and report throughput and latency percentiles.
-    Bench(celer_bench::BenchArgs),
+    /// Load a server and report throughput and latency percentiles: HTTP/1.1
+    /// load, sweeps and idle connections; WebSocket echo, idle sockets and
+    /// broadcast fan-out for ws:// and wss:// URLs.
+    Bench(bench::BenchArgs),
 }
 
 /// An error the user fixes by changing the command line; exits 2.
@@ -93,7 +96,7 @@ fn main() -> ExitCode {
     init_logging(cli.log_level.as_deref());
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args),
-        Command::Bench(args) => bench(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => code,
@@ -106,17 +109,6 @@ fn main() -> ExitCode {
             }
         }
     }
-}
-
-/// `celer bench`: a thin front end over `celer_bench`.
-fn bench(args: celer_bench::BenchArgs) -> anyhow::Result<ExitCode> {
-    celer_bench::run(args).map_err(|err| {
-        if err.is_usage() {
-            Usage(err.to_string()).into()
-        } else {
-            anyhow::Error::new(err)
-        }
-    })
 }
 
 /// Prints help and version as clap does; shortens usage errors to one line.

@@ -3,6 +3,7 @@
 //!
 //! Every wait is bounded by a deadline; no test asserts on a duration.
 
+mod bench_ws;
 mod cli;
 mod files_nginx;
 mod files_wire;
