@@ -194,7 +194,7 @@ async fn receive(
 
 /// The trigger's open connection.
 enum Sender {
-    Publisher(Socket),
+    Publisher(Box<Socket>),
     Post(Stream, ReadBuf),
 }
 
@@ -298,7 +298,7 @@ async fn send(
         *sender = Some(match trigger {
             Trigger::Publish {
                 endpoint, offer, ..
-            } => Sender::Publisher(Socket::open(endpoint, offer, SMALL_BUFFER).await?.0),
+            } => Sender::Publisher(Box::new(Socket::open(endpoint, offer, SMALL_BUFFER).await?.0)),
             Trigger::Post { endpoint, .. } => Sender::Post(
                 socket::connect(endpoint).await?.0,
                 ReadBuf::new(POST_BUFFER),
