@@ -268,16 +268,15 @@ pub fn app(settings: &Settings) -> App {
     app.get("/rooms", enter);
     app.get("/rooms/<room>", |req: Request| async move {
         match room_of(&req) {
-            Ok(_) => page(CHAT_HTML, HTML),
-            Err(res) => res,
+            Some(_) => page(CHAT_HTML, HTML),
+            None => no_such_room(),
         }
     });
     app.get("/rooms/<room>/events", |req: Request| async move {
-        let room = match room_of(&req) {
-            Ok(room) => room,
-            Err(res) => return res,
-        };
-        chat_of(&req).subscribe(&room, &req)
+        match room_of(&req) {
+            Some(room) => chat_of(&req).subscribe(&room, &req),
+            None => no_such_room(),
+        }
     });
     app.post("/rooms/<room>/messages", post_message);
     app.websocket("/rooms/<room>/ws", chat_route(&chat));
@@ -337,15 +336,19 @@ fn chat_of(req: &Request) -> &Chat {
     req.state::<Chat>().expect("app() installs the chat")
 }
 
-/// The room the path names, or the `404` that says why there is none.
-fn room_of(req: &Request) -> Result<String, Response> {
-    match req.param_str("room") {
-        Some(room) if is_room_name(&room) => Ok(room.into_owned()),
-        _ => Err(error(
-            StatusCode::NOT_FOUND,
-            "no such room: a room name is 1 to 32 of a-z, 0-9 and -",
-        )),
-    }
+/// The room the path names, if it is a room name.
+fn room_of(req: &Request) -> Option<String> {
+    req.param_str("room")
+        .filter(|room| is_room_name(room))
+        .map(|room| room.into_owned())
+}
+
+/// The answer to a path that names no room.
+fn no_such_room() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "no such room: a room name is 1 to 32 of a-z, 0-9 and -",
+    )
 }
 
 /// `GET /rooms?name=NAME`: the lobby's form. The name is trimmed and
@@ -378,9 +381,8 @@ async fn enter(req: Request) -> Response {
 /// `POST /rooms/<room>/messages`: a JSON `{"from","text"}` posted into the
 /// room; `202` with how many got it.
 async fn post_message(mut req: Request) -> Response {
-    let room = match room_of(&req) {
-        Ok(room) => room,
-        Err(res) => return res,
+    let Some(room) = room_of(&req) else {
+        return no_such_room();
     };
     let said = match req.json::<Said>().await {
         Ok(said) => said,
@@ -413,7 +415,9 @@ fn chat_route(chat: &Chat) -> WebSocketRoute {
         .validate(|req: Request| async move {
             // Each connection gets an id of its own (the route's); its
             // group is its room.
-            room_of(&req).map(|room| Accept::new().group(room))
+            room_of(&req)
+                .map(|room| Accept::new().group(room))
+                .ok_or_else(no_such_room)
         })
 }
 

@@ -101,6 +101,7 @@ async fn a_room_gets_its_messages_and_no_other_rooms() {
         next_json(&mut eve).await,
         json!({"from": "eve", "text": "anyone?"})
     );
+    drop((ann, bob, eve));
     served.stop().await;
 }
 
@@ -134,6 +135,7 @@ async fn a_wrong_message_is_answered_to_its_sender_alone() {
         next_json(&mut bob).await,
         json!({"from": "ann", "text": "ok"})
     );
+    drop((ann, bob));
     served.stop().await;
 }
 
@@ -152,6 +154,7 @@ async fn a_message_over_the_limit_closes_with_1009() {
     say(&mut ann, "a", &"x".repeat(pad + 1)).await;
     let (code, _) = close_of(&mut ann).await;
     assert_eq!(code, CloseCode::Size);
+    drop(ann);
     served.stop().await;
 }
 
@@ -165,6 +168,7 @@ async fn a_binary_message_closes_with_1003() {
     let (code, reason) = close_of(&mut ann).await;
     assert_eq!(code, CloseCode::Unsupported);
     assert_eq!(reason, "text messages only");
+    drop(ann);
     served.stop().await;
 }
 
@@ -201,6 +205,7 @@ async fn the_echo_sends_back_what_came() {
         };
         assert_eq!(back, msg);
     }
+    drop(client);
     served.stop().await;
 }
 
@@ -224,5 +229,19 @@ async fn the_echo_offers_permessage_deflate() {
         .header("sec-websocket-extensions")
         .expect("an extension");
     assert!(ext.starts_with("permessage-deflate"), "{ext}");
+    drop(raw);
     served.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_closes_the_rooms_with_1001() {
+    let served = Served::start().await;
+    let mut ann = join(&served, "r").await;
+    let stopping = tokio::spawn(served.stop());
+    let (code, _) = close_of(&mut ann).await;
+    assert_eq!(code, CloseCode::Away);
+    // The client answers the close; the server then finishes.
+    assert!(matches!(bounded(ann.next()).await, None | Some(Err(_))));
+    drop(ann);
+    bounded(stopping).await.expect("stopped");
 }
