@@ -1,5 +1,5 @@
 // The Go net/http server of the "Adventures in Go land" seed, as a peer for
-// bench/compare-tls: one payload read once at start-up and served to every
+// `bench/run tls`: one payload read once at start-up and served to every
 // request, over HTTP or HTTPS (ListenAndServeTLS), plus the TechEmpower
 // plaintext endpoint.
 //

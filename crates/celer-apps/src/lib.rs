@@ -14,6 +14,9 @@
 //!
 //! - `static_site`, `welcome`: the two services
 //! - `future`: the services' response future
+//!
+//! Both answer `OPTIONS *` (RFC 9110 §9.3.7), a question about the server
+//! as a whole: 200 with the methods their resources take in `Allow`.
 
 pub mod future;
 pub mod static_site;
@@ -22,3 +25,23 @@ pub mod welcome;
 pub use celer::Body;
 pub use static_site::StaticSite;
 pub use welcome::Welcome;
+
+/// The answer to `OPTIONS *` (RFC 9110 §9.3.7) when `req` is one: 200, no
+/// content, and in `Allow` the methods the sites' resources take (other
+/// methods, `OPTIONS` on a resource included, are 405 there). `None` for
+/// any other request.
+pub(crate) fn asterisk<B>(req: &http::Request<B>) -> Option<http::Response<Body>> {
+    if req.method() != http::Method::OPTIONS || req.uri() != "*" {
+        return None;
+    }
+    let mut res = http::Response::new(Body::empty());
+    res.headers_mut().insert(
+        http::header::ALLOW,
+        http::HeaderValue::from_static("GET, HEAD"),
+    );
+    res.headers_mut().insert(
+        http::header::CONTENT_LENGTH,
+        http::HeaderValue::from_static("0"),
+    );
+    Some(res)
+}

@@ -53,6 +53,9 @@ impl<B> Service<Request<B>> for Welcome {
     }
 
     fn call(&mut self, req: Request<B>) -> ResponseFuture {
+        if let Some(res) = crate::asterisk(&req) {
+            return std::future::ready(Ok(res));
+        }
         self.files.call(req)
     }
 }

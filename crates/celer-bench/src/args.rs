@@ -5,11 +5,20 @@ use std::time::Duration;
 
 /// Arguments of `celer bench URL [options]`.
 ///
+/// An http:// or https:// URL runs the HTTP/1.1 modes. A ws:// or wss://
+/// URL runs the WebSocket modes (RFC 6455, every frame masked):
+/// echo by default (`-c` connections, each with `--pipeline` messages of
+/// `--message-size` bytes in flight, waiting for each echo and checking it
+/// byte for byte); `--hang N` holds N idle WebSockets and measures the
+/// server's RSS per socket with `--pid`; `--fanout N` connects N receivers
+/// and measures how long one message takes to reach them, `--rounds` times.
+///
 /// Flatten it into a clap command (`#[command(flatten)]` or as a subcommand
 /// variant) and hand it to `celer_bench::run`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// URL to load, http:// or https:// (omit when --urls names a file).
+    /// URL to load: http:// or https://, or ws:// or wss:// for the
+    /// WebSocket modes (omit when --urls names a file).
     #[arg(value_name = "URL")]
     pub url: Option<String>,
 
@@ -25,7 +34,8 @@ pub struct BenchArgs {
     #[arg(short = 'd', long, value_parser = parse_duration, value_name = "TIME")]
     pub duration: Option<Duration>,
 
-    /// Stop after exactly this many requests (over all connections).
+    /// Stop after exactly this many requests (over all connections); with
+    /// ws://, this many echoed messages.
     #[arg(short = 'n', long, value_name = "N")]
     pub requests: Option<u64>,
 
@@ -42,7 +52,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_keepalive: bool,
 
-    /// Requests written back to back on a connection before reading responses.
+    /// Requests written back to back on a connection before reading
+    /// responses; with ws:// the messages kept in flight per connection.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub pipeline: u32,
 
@@ -50,11 +61,13 @@ pub struct BenchArgs {
     #[arg(short = 'm', long, default_value = "GET")]
     pub method: String,
 
-    /// Request header field, `Name: value` (repeatable).
+    /// Request header field, `Name: value` (repeatable); with ws:// it goes
+    /// on the upgrade request (and on the --post request).
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
 
-    /// Request body.
+    /// Request body; with --fanout --post, the POST body, where `{message}`
+    /// stands for the message [default: the message itself].
     #[arg(long, conflicts_with = "body_file", value_name = "TEXT")]
     pub body: Option<String>,
 
@@ -98,9 +111,72 @@ pub struct BenchArgs {
     pub sweep: Vec<usize>,
 
     /// Open this many keep-alive connections, send one request on each, hold
-    /// them idle for the duration and check they still answer.
-    #[arg(long, value_name = "N")]
+    /// them idle for the duration and check they still answer; with ws://,
+    /// open this many WebSockets, hold them idle (answering pings) and check
+    /// each answers a ping at the end.
+    #[arg(long, value_name = "N", conflicts_with = "fanout")]
     pub hang: Option<usize>,
+
+    /// WebSocket message size in bytes (echo and fan-out); each message
+    /// carries its sequence number so every echo is matched to its message.
+    #[arg(long, value_parser = parse_size, default_value = "64", value_name = "SIZE", help_heading = "WebSocket (ws:// and wss:// URLs)")]
+    pub message_size: usize,
+
+    /// Send binary messages instead of text.
+    #[arg(long, help_heading = "WebSocket (ws:// and wss:// URLs)")]
+    pub binary: bool,
+
+    /// Offer permessage-deflate (RFC 7692); messages are compressed when
+    /// the server accepts it.
+    #[arg(long, help_heading = "WebSocket (ws:// and wss:// URLs)")]
+    pub deflate: bool,
+
+    /// Ask for this subprotocol (Sec-WebSocket-Protocol).
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "WebSocket (ws:// and wss:// URLs)"
+    )]
+    pub subprotocol: Option<String>,
+
+    /// Broadcast fan-out: connect N receivers to the URL, send one message
+    /// per round through --publish or --post, and time its arrival at each
+    /// receiver (last, p50, p99; medians over the rounds).
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "sweep",
+        help_heading = "WebSocket (ws:// and wss:// URLs)"
+    )]
+    pub fanout: Option<usize>,
+
+    /// Fan-out rounds, one message each.
+    #[arg(
+        long,
+        default_value_t = 10,
+        value_name = "K",
+        help_heading = "WebSocket (ws:// and wss:// URLs)"
+    )]
+    pub rounds: u32,
+
+    /// Fan-out trigger: send each message on a WebSocket to this ws:// or
+    /// wss:// URL, which broadcasts it [default: the URL itself].
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "post",
+        help_heading = "WebSocket (ws:// and wss:// URLs)"
+    )]
+    pub publish: Option<String>,
+
+    /// Fan-out trigger: POST each message to this http:// or https:// URL
+    /// (body from --body, headers from -H); a 2xx answer is expected.
+    #[arg(
+        long,
+        value_name = "URL",
+        help_heading = "WebSocket (ws:// and wss:// URLs)"
+    )]
+    pub post: Option<String>,
 
     /// Print the report as JSON.
     #[arg(long, conflicts_with = "markdown")]

@@ -14,6 +14,22 @@
 //! - **hang** (`--hang N`): N idle keep-alive connections, with the server's
 //!   RSS sampled around them when `--pid` is given.
 //!
+//! With a ws:// or wss:// URL the same flags drive WebSockets (RFC 6455,
+//! every frame masked, permessage-deflate offered with `--deflate`):
+//!
+//! - **echo** (default): `-c` connections each keep `--pipeline` messages of
+//!   `--message-size` bytes in flight; every echo is matched to its message
+//!   by the sequence number it carries and compared byte for byte; messages
+//!   per second, latency percentiles and, with `--pid`, messages per server
+//!   CPU-second;
+//! - **idle** (`--hang N`): N WebSockets held idle (pings answered), then
+//!   each must answer a ping; the server's RSS per socket with `--pid`;
+//! - **fan-out** (`--fanout N`): N receivers, `--rounds` messages sent by a
+//!   WebSocket publisher (`--publish`, default the URL) or an HTTP POST
+//!   (`--post`); per round the time from the send to the arrival at the
+//!   first, median, 99th percentile and last receiver, and the medians over
+//!   the rounds.
+//!
 //! # Code map
 //!
 //! - `plan`: validated arguments; `target` (URLs and weights), `encode`
@@ -30,6 +46,8 @@
 //! - `stats`: HDR histograms (ns), status and error counts, per-second timeline.
 //! - `procfs`: server CPU time and RSS from /proc for `--pid`.
 //! - `hang`: the hanging-connection mode.
+//! - `ws`: the WebSocket modes and their own client codec (`frame`,
+//!   `handshake`, `deflate`, `socket`).
 //! - `report`: one data model rendered as a terminal table, Markdown, JSON
 //!   and a self-contained HTML page with hand-drawn SVG charts.
 //!
@@ -62,6 +80,7 @@ mod stats;
 mod target;
 mod tls;
 mod worker;
+mod ws;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -100,8 +119,12 @@ pub struct Report {
 impl Report {
     /// The report as pretty-printed JSON.
     ///
-    /// The top level has `mode` (`load`, `sweep` or `hang`), `settings`, and
-    /// one of `run`, `sweep` or `hang`. Latencies are in microseconds.
+    /// The top level has `mode` (`load`, `sweep` or `hang`; for ws:// URLs
+    /// `ws-echo`, `ws-sweep`, `ws-idle` or `ws-fanout`), `settings`, and one
+    /// of `run`, `sweep`, `hang` or `fanout`. Latencies are in microseconds.
+    /// In `ws-echo` a `run`'s `responses` are checked echoes, `bytes` the
+    /// frame bytes read from the server (compressed, with permessage-deflate)
+    /// and `requests_per_sec` messages per second.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(&self.output).unwrap_or_default()
     }
@@ -129,20 +152,35 @@ pub fn measure(args: &BenchArgs) -> Result<Report, Error> {
     let processes = Processes::new(&args.pids, args.pid_tree)?;
     preflight(&plan)?;
     let show_progress = !args.quiet;
+    let websocket = plan.ws.is_some();
     let mut output = Output {
-        mode: "load",
+        mode: if websocket { "ws-echo" } else { "load" },
         settings: Settings::new(&plan),
         run: None,
         sweep: None,
         hang: None,
+        fanout: None,
     };
+    let fanout = plan
+        .ws
+        .as_ref()
+        .and_then(|ws| Some((ws, ws.fanout.as_ref()?)));
     if let Some(n) = args.hang {
-        output.mode = "hang";
+        output.mode = if websocket { "ws-idle" } else { "hang" };
         output.settings.connections = n;
         let idle = plan.duration.unwrap_or(std::time::Duration::from_secs(10));
-        output.hang = Some(hang::run_hang(&plan, n, idle, &processes)?);
+        output.hang = Some(match &plan.ws {
+            Some(ws) => ws::idle::run(ws, n, idle, &processes)?,
+            None => hang::run_hang(&plan, n, idle, &processes)?,
+        });
+    } else if let Some((ws, fanout)) = fanout {
+        output.mode = "ws-fanout";
+        output.settings.connections = fanout.receivers;
+        let threads = plan::default_threads(args.threads, fanout.receivers);
+        output.settings.threads = threads;
+        output.fanout = Some(ws::fanout::run(ws, fanout, threads, &processes)?);
     } else if !args.sweep.is_empty() {
-        output.mode = "sweep";
+        output.mode = if websocket { "ws-sweep" } else { "sweep" };
         output.settings.sweep_levels = args.sweep.len();
         let mut levels = Vec::with_capacity(args.sweep.len());
         for (idx, &connections) in args.sweep.iter().enumerate() {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::encode::{Encoded, RequestParts};
 use crate::target::{self, Origin, Target};
 use crate::tls::{self, Tls};
+use crate::ws::{self, Endpoint, WsPlan};
 use crate::{BenchArgs, Error};
 
 /// Default measuring time when neither `-d` nor `-n` is given.
@@ -51,6 +52,8 @@ pub(crate) struct Plan {
     pub(crate) timeout: Duration,
     /// Read buffer per connection, in bytes.
     pub(crate) buffer: usize,
+    /// The WebSocket modes' settings, for a ws:// or wss:// URL.
+    pub(crate) ws: Option<WsPlan>,
 }
 
 impl Plan {
@@ -89,6 +92,12 @@ impl Plan {
             None
         };
         let addr = target::lookup(&origin)?;
+        let endpoint = Endpoint {
+            addr,
+            tls: tls.clone(),
+            timeout: args.timeout,
+        };
+        let ws = ws::plan(args, &origin, &targets[0], &endpoint, &parts)?;
         let connections = args.connections;
         let duration = match (args.duration, args.requests) {
             (None, None) => Some(DEFAULT_DURATION),
@@ -112,6 +121,7 @@ impl Plan {
             pipeline: args.pipeline,
             timeout: args.timeout,
             buffer: args.buffer,
+            ws,
         })
     }
 
@@ -130,7 +140,8 @@ impl Plan {
     }
 }
 
-fn default_threads(threads: Option<usize>, connections: usize) -> usize {
+/// The thread count: `-t`, else the CPUs; at most one per connection.
+pub(crate) fn default_threads(threads: Option<usize>, connections: usize) -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     threads.unwrap_or(cpus).clamp(1, connections.max(1))
 }

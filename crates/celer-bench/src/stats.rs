@@ -31,11 +31,21 @@ pub(crate) enum ErrorKind {
     Closed,
     /// The response broke HTTP/1.1.
     Malformed,
+    /// The server refused the WebSocket upgrade (not a valid 101, RFC 6455 section 4.1).
+    Handshake,
+    /// A WebSocket frame or message broke RFC 6455 or RFC 7692.
+    Protocol,
+    /// A WebSocket message larger than the limit (`ws::MAX_MESSAGE_BYTES`).
+    TooBig,
+    /// An echo that differs from the message it answers.
+    Mismatch,
+    /// A fan-out POST answered with a status other than 2xx.
+    Status,
 }
 
 impl ErrorKind {
     /// Number of kinds, for counter arrays.
-    pub(crate) const COUNT: usize = 9;
+    pub(crate) const COUNT: usize = 14;
 
     /// Every kind, in report order.
     pub(crate) const ALL: [ErrorKind; ErrorKind::COUNT] = [
@@ -48,6 +58,11 @@ impl ErrorKind {
         ErrorKind::Write,
         ErrorKind::Closed,
         ErrorKind::Malformed,
+        ErrorKind::Handshake,
+        ErrorKind::Protocol,
+        ErrorKind::TooBig,
+        ErrorKind::Mismatch,
+        ErrorKind::Status,
     ];
 
     /// Stable name used in every report.
@@ -62,6 +77,11 @@ impl ErrorKind {
             ErrorKind::Write => "write",
             ErrorKind::Closed => "closed",
             ErrorKind::Malformed => "malformed",
+            ErrorKind::Handshake => "handshake",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::TooBig => "too_big",
+            ErrorKind::Mismatch => "mismatch",
+            ErrorKind::Status => "status",
         }
     }
 
@@ -101,6 +121,8 @@ pub(crate) struct Stats {
     pub(crate) connect: Histogram<u64>,
     /// TLS handshake time in ns.
     pub(crate) handshake: Histogram<u64>,
+    /// WebSocket upgrade time in ns (request to 101).
+    pub(crate) upgrade: Histogram<u64>,
     /// Complete responses.
     pub(crate) responses: u64,
     /// Bytes read from the server while measuring.
@@ -125,6 +147,7 @@ impl Stats {
             service: histogram(),
             connect: histogram(),
             handshake: histogram(),
+            upgrade: histogram(),
             responses: 0,
             bytes: 0,
             errors: [0; ErrorKind::COUNT],
@@ -146,6 +169,14 @@ impl Stats {
         self.latency.saturating_record(nanos(latency));
         self.responses += 1;
         self.status[usize::from(status)] += 1;
+        self.second(second).responses += 1;
+    }
+
+    /// Records one complete WebSocket echo.
+    #[inline]
+    pub(crate) fn message(&mut self, latency: Duration, second: usize) {
+        self.latency.saturating_record(nanos(latency));
+        self.responses += 1;
         self.second(second).responses += 1;
     }
 
@@ -178,6 +209,7 @@ impl Stats {
         let _ = self.service.add(&other.service);
         let _ = self.connect.add(&other.connect);
         let _ = self.handshake.add(&other.handshake);
+        let _ = self.upgrade.add(&other.upgrade);
         self.responses += other.responses;
         self.bytes += other.bytes;
         for (mine, theirs) in self.errors.iter_mut().zip(other.errors) {

@@ -8,8 +8,10 @@ use crate::Error;
 /// The scheme, host and port every request goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Origin {
-    /// Whether connections use TLS.
+    /// Whether connections use TLS (https:// or wss://).
     pub(crate) https: bool,
+    /// Whether this is a WebSocket URL (ws:// or wss://).
+    pub(crate) websocket: bool,
     /// Host as written in the URL, without brackets for IPv6.
     pub(crate) host: String,
     /// TCP port (default 80 or 443).
@@ -33,10 +35,12 @@ pub(crate) struct Target {
 pub(crate) fn parse_url(url: &str, weight: u32) -> Result<(Origin, Target), Error> {
     let bad = |why: &str| Error::usage(format!("invalid URL '{url}': {why}"));
     let uri: http::Uri = url.parse().map_err(|_| bad("not a URL"))?;
-    let https = match uri.scheme_str() {
-        Some("http") => false,
-        Some("https") => true,
-        Some(_) => return Err(bad("the scheme must be http or https")),
+    let (https, websocket) = match uri.scheme_str() {
+        Some("http") => (false, false),
+        Some("https") => (true, false),
+        Some("ws") => (false, true),
+        Some("wss") => (true, true),
+        Some(_) => return Err(bad("the scheme must be http, https, ws or wss")),
         None => return Err(bad("missing http:// or https://")),
     };
     let authority = uri.authority().ok_or_else(|| bad("missing host"))?;
@@ -56,6 +60,7 @@ pub(crate) fn parse_url(url: &str, weight: u32) -> Result<(Origin, Target), Erro
     };
     let origin = Origin {
         https,
+        websocket,
         host: host.to_string(),
         port,
         authority: authority.as_str().to_string(),
@@ -148,6 +153,9 @@ mod tests {
         assert_eq!((origin.host.as_str(), origin.port), ("::1", 443));
         assert_eq!(target.path, "/");
         assert!(parse_url("ftp://x/", 1).is_err());
+        let (origin, target) = parse_url("wss://h/room?x=1", 1).unwrap();
+        assert!(origin.https && origin.websocket);
+        assert_eq!((origin.port, target.path.as_str()), (443, "/room?x=1"));
         assert!(parse_url("localhost:80", 1).is_err());
     }
 

@@ -78,6 +78,31 @@ impl Worker {
         self.last_response.set(Some(now));
     }
 
+    /// Records a WebSocket echo of `bytes` bytes to a message sent at `sent`.
+    #[inline]
+    pub(crate) fn message(&self, bytes: usize, sent: Instant) {
+        if sent < self.record_from {
+            return;
+        }
+        let now = Instant::now();
+        let second = self.second(now);
+        let mut stats = self.stats.borrow_mut();
+        stats.message(now - sent, second);
+        stats.bytes(bytes, second);
+        self.progress.responses[self.idx].store(stats.responses, Ordering::Relaxed);
+        self.last_response.set(Some(now));
+    }
+
+    /// Records a WebSocket upgrade time.
+    pub(crate) fn upgraded(&self, took: Duration) {
+        if Instant::now() >= self.record_from {
+            self.stats
+                .borrow_mut()
+                .upgrade
+                .saturating_record(nanos(took));
+        }
+    }
+
     /// Records `count` requests lost to `kind`.
     pub(crate) fn failed(&self, kind: ErrorKind, count: u64) {
         let now = Instant::now();
@@ -197,7 +222,13 @@ pub(crate) fn run_load(plan: &Arc<Plan>, show_progress: bool) -> Result<RunResul
             .map_err(|e| Error::io("cannot start a load thread", e))?;
         handles.push(handle);
     }
-    show(&progress, &handles, show_progress, record_from);
+    show(
+        &progress,
+        &handles,
+        show_progress,
+        record_from,
+        plan.ws.is_some(),
+    );
     let mut merged = Stats::new(seconds);
     let mut last_response = None;
     for handle in handles {
@@ -223,7 +254,15 @@ fn run_thread(worker: &Rc<Worker>, conns: std::ops::Range<usize>) -> std::io::Re
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async {
         let tasks: Vec<_> = conns
-            .map(|global_idx| tokio::task::spawn_local(conn::run(Rc::clone(worker), global_idx)))
+            .map(|global_idx| {
+                let worker = Rc::clone(worker);
+                tokio::task::spawn_local(async move {
+                    match &worker.plan.ws {
+                        Some(ws) => crate::ws::echo::run(Rc::clone(&worker), ws).await,
+                        None => conn::run(worker, global_idx).await,
+                    }
+                })
+            })
             .collect();
         for task in tasks {
             let _ = task.await;
@@ -238,6 +277,7 @@ fn show<T>(
     handles: &[std::thread::JoinHandle<T>],
     enabled: bool,
     record_from: Instant,
+    websocket: bool,
 ) {
     let enabled = enabled && std::io::stderr().is_terminal();
     let mut last = (0, Instant::now());
@@ -252,12 +292,17 @@ fn show<T>(
         let (responses, errors) = progress.totals();
         let rate = (responses - last.0) as f64 / (now - last.1).as_secs_f64();
         last = (responses, now);
+        let (unit, what) = if websocket {
+            ("msg", "echoes")
+        } else {
+            ("req", "responses")
+        };
         let phase = if now < record_from { " warm-up" } else { "" };
         let elapsed = now.saturating_duration_since(record_from).as_secs();
         let mut err = std::io::stderr().lock();
         let _ = write!(
             err,
-            "\r\x1b[2K  {elapsed:>4}s{phase}  {rate:>12.0} req/s  {responses:>12} responses  {errors} errors"
+            "\r\x1b[2K  {elapsed:>4}s{phase}  {rate:>12.0} {unit}/s  {responses:>12} {what}  {errors} errors"
         );
         let _ = err.flush();
     }

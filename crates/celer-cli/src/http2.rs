@@ -33,7 +33,11 @@ pub(crate) struct Http2Args {
 
     /// Streams a client may cancel while their handler still runs before
     /// the connection is closed with ENHANCE_YOUR_CALM, once they are also
-    /// more than half of the streams it opened (rapid reset).
+    /// more than half of the streams it opened (rapid reset). Streams reset
+    /// before the server accepted them are counted by the h2 library itself
+    /// (20 per connection, then GOAWAY and one rate-limited warning): that
+    /// limit acts first against a flood of HEADERS+RST_STREAM pairs; this
+    /// one protects the work handlers already started.
     #[arg(long, value_name = "N", default_value_t = limits::H2_MAX_CANCELLED_STREAMS,
           help_heading = "HTTP/2")]
     h2_max_cancelled: u64,

@@ -5,7 +5,9 @@
 //! error: ...`, and exit with 2 when the command line is at fault (as clap
 //! does for its own errors) or 1 otherwise.
 
+mod bench;
 mod http2;
+mod logging;
 mod serve;
 mod tls;
 mod units;
@@ -17,9 +19,37 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// jemalloc: the fewest instructions per request and the least memory per
-/// idle connection of the allocators measured (ARCHITECTURE.md, "Allocator").
+/// idle connection of the allocators measured (docs/decisions/003).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read once at start-up (before `main`): a background
+/// thread purges freed pages one second after they were last used, so
+/// memory a burst took goes back to the system while the server idles
+/// (without it, an arena returns pages only when it is used again, and an
+/// idle worker's arena never is). docs/decisions/050-memory-after-bursts.md
+/// has the measurements. `_RJEM_MALLOC_CONF` in the environment overrides
+/// these at run time.
+#[allow(unsafe_code)]
+// SAFETY: jemalloc reads this symbol (`malloc_conf`, with the prefix
+// tikv-jemalloc-sys gives its symbols) as a `const char *` once while it
+// initialises; the pointer is to a NUL-terminated string in static
+// storage, never written.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: ConfStr = ConfStr(JEMALLOC_OPTIONS.as_ptr());
+
+/// The options in [`MALLOC_CONF`].
+const JEMALLOC_OPTIONS: &std::ffi::CStr =
+    c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+
+/// A C string pointer that may live in a `static`.
+#[repr(transparent)]
+struct ConfStr(*const std::ffi::c_char);
+
+#[allow(unsafe_code)]
+// SAFETY: the pointer is to immutable static data; sharing it between
+// threads is sound.
+unsafe impl Sync for ConfStr {}
 
 /// Celer: a web server, a web framework and a load generator.
 #[derive(Debug, Parser)]
@@ -40,8 +70,10 @@ enum Command {
     /// Serve a directory, or the embedded welcome site, over HTTP/1.1 or
     /// HTTPS.
     Serve(serve::ServeArgs),
-    /// Load a server and report throughput and latency percentiles.
-    Bench(celer_bench::BenchArgs),
+    /// Load a server and report throughput and latency percentiles: HTTP/1.1
+    /// load, sweeps and idle connections; WebSocket echo, idle sockets and
+    /// broadcast fan-out for ws:// and wss:// URLs.
+    Bench(bench::BenchArgs),
 }
 
 /// An error the user fixes by changing the command line; exits 2.
@@ -64,7 +96,7 @@ fn main() -> ExitCode {
     init_logging(cli.log_level.as_deref());
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args),
-        Command::Bench(args) => bench(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => code,
@@ -77,17 +109,6 @@ fn main() -> ExitCode {
             }
         }
     }
-}
-
-/// `celer bench`: a thin front end over `celer_bench`.
-fn bench(args: celer_bench::BenchArgs) -> anyhow::Result<ExitCode> {
-    celer_bench::run(args).map_err(|err| {
-        if err.is_usage() {
-            Usage(err.to_string()).into()
-        } else {
-            anyhow::Error::new(err)
-        }
-    })
 }
 
 /// Prints help and version as clap does; shortens usage errors to one line.
@@ -118,7 +139,7 @@ fn command_of(rendered: &str) -> String {
     let words: Vec<&str> = usage
         .unwrap_or("celer")
         .split_whitespace()
-        .take_while(|w| !w.starts_with(['[', '<']))
+        .take_while(|w| !w.starts_with(['[', '<', '-']))
         .collect();
     if words.is_empty() {
         "celer".to_owned()
@@ -137,7 +158,7 @@ fn one_line(msg: &str) -> String {
 }
 
 /// Logs to stderr; `--log-level` wins over RUST_LOG, and the default is
-/// `info`.
+/// `info`. Warnings are rate-limited per kind (`logging`).
 fn init_logging(level: Option<&str>) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
@@ -148,9 +169,13 @@ fn init_logging(level: Option<&str>) {
         eprintln!("celer: warning: ignoring log filter: {err}");
         EnvFilter::new("info")
     });
+    let ansi = std::io::stderr().is_terminal();
     tracing_subscriber::fmt()
+        .with_ansi(ansi)
+        .event_format(logging::RateLimited::new(
+            tracing_subscriber::fmt::format().with_ansi(ansi),
+        ))
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }

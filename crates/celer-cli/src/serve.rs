@@ -136,8 +136,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, conflicts_with = "server_header")]
     no_server_header: bool,
 
-    /// Most connections open at once; at the limit, accepting pauses and new
-    /// clients wait in the backlog.
+    /// Most connections open at once, exactly, with any number of workers; at
+    /// the limit new clients wait (accepted, or in the backlog) until one
+    /// leaves, and are not refused.
     #[arg(long, value_name = "N", default_value_t = limits::MAX_CONNECTIONS as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,

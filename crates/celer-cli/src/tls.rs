@@ -48,8 +48,11 @@ pub(crate) struct TlsArgs {
           help_heading = "TLS")]
     tls_handshake_timeout: Secs,
 
-    /// Most TLS handshakes in progress at once; at the cap, accepting pauses
-    /// and new clients wait in the backlog.
+    /// Most TLS handshakes in progress at once. Accepting never pauses: at
+    /// the cap a new connection takes the place of the least advanced
+    /// pending handshake (the oldest still waiting for its ClientHello),
+    /// which is closed. Every connection must send its whole ClientHello
+    /// within 3 s.
     #[arg(long, value_name = "N", default_value_t = limits::MAX_TLS_HANDSHAKES as u32,
           value_parser = clap::value_parser!(u32).range(1..), help_heading = "TLS")]
     max_tls_handshakes: u32,

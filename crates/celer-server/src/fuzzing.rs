@@ -16,6 +16,9 @@
 //! - [`connection`]: the HTTP/1.1 engine on an in-memory stream, with time
 //!   paused: the connection ends (no hang) and everything written back is a
 //!   sequence of HTTP/1.1 responses.
+//! - [`tls_records`]: the TLS record layer against rustls's client, both
+//!   ways, across suites, lengths, sequence numbers and key updates: every
+//!   byte arrives unchanged.
 //! - [`ws_frame`]: the WebSocket frame decoder (`ws::frame::Decoder`). The
 //!   outcome is the same whole, byte by byte and at every split; text is
 //!   UTF-8, messages respect the limit, control payloads are at most 125
@@ -35,9 +38,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower_service::Service;
 
 use crate::Incoming;
+use crate::common::ConnConfig;
 use crate::http1::decode::{Decoded, Decoder};
 use crate::http1::parse::{self, Parsed};
-use crate::http1::{Http1Config, serve_connection};
+use crate::http1::serve_connection;
 use crate::limits::Limits;
 use crate::shutdown::Shutdown;
 
@@ -294,10 +298,10 @@ pub fn connection(data: &[u8]) {
         .expect("a current-thread runtime");
     let output = runtime.block_on(async {
         let (client, server) = tokio::io::duplex(16 * 1024);
-        let config = Arc::new(Http1Config {
+        let config = Arc::new(ConnConfig {
             limits,
             http2: false,
-            ..Http1Config::default()
+            ..ConnConfig::default()
         });
         let shutdown = Shutdown::new();
         let serve = serve_connection(server, Echo, config, &shutdown);
@@ -445,6 +449,15 @@ impl Service<Request<Incoming>> for Echo {
             Ok(response)
         })
     }
+}
+
+/// Records sealed by Celer opened by rustls, and sealed by rustls opened by
+/// Celer, on one TLS connection: the input picks the suite (TLS 1.3 or
+/// 1.2; AES-GCM or ChaCha20-Poly1305), then a sequence of sends each way
+/// of any length and key updates from either side. Every byte must arrive
+/// unchanged, neither side may fail, and both `close_notify`s arrive.
+pub fn tls_records(data: &[u8]) {
+    crate::tls::differential::run(data);
 }
 
 /// The WebSocket frame decoder on arbitrary bytes. The first byte picks
@@ -607,6 +620,11 @@ mod tests {
     #[test]
     fn connection_corpus_replays() {
         replay("connection", super::connection);
+    }
+
+    #[test]
+    fn tls_records_corpus_replays() {
+        replay("tls_records", super::tls_records);
     }
 
     #[test]

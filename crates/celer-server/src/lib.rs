@@ -8,14 +8,27 @@
 //!
 //! # Layout
 //!
+//! One request's path: `listen` binds, `serve` accepts within the
+//! connection limit, `tls` (on TLS listeners) turns the socket into a
+//! transport that knows the ALPN outcome, `proto` chooses the engine,
+//! `http1` or `http2` parses the request and calls the service, and the
+//! response goes back the same way.
+//!
 //! - `limits`: every resource a client can hold, with its default
 //! - `listen`: listener specs (`tcp://`, `unix:`, `fd:`, `systemd`) and socket options
 //! - `serve`: the [`Server`] builder, runtimes, accept loops, connection limit
 //! - `shutdown`: the graceful-shutdown signal
-//! - `http1`: the HTTP/1.1 engine
-//! - `http2`: HTTP/2 on the `h2` crate (after TLS ALPN `h2`, or cleartext by prior knowledge)
-//! - `tls`: TLS on rustls: certificates, SNI, ALPN, resumption, reload,
-//!   the handshake, the HTTP-to-HTTPS redirect
+//! - `proto`: what a connection speaks: the HTTP/2 preface on plain
+//!   connections, the ALPN outcome after TLS, and (later) the gateway
+//!   protocols chosen by listener
+//! - `common`: what the engines share: [`ConnConfig`], the cached `Date`,
+//!   deadlines, the plain-text refusal
+//! - `http1`: the HTTP/1.1 engine (httparse in its `parse` and `decode` only)
+//! - `http2`: HTTP/2 on the `h2` crate (the only module naming `h2`)
+//! - `tls`: TLS on rustls, a transport: certificates, SNI, ALPN,
+//!   resumption, reload, the handshake, the records (the only module naming
+//!   rustls)
+//! - `redirect`: the plain-HTTP listener's service answering 308 to `https`
 //! - `body`: the request body type [`Incoming`]
 //! - `upgrade`: handing a connection over after `101 Switching Protocols`
 //! - `ws`: WebSocket (RFC 6455) and permessage-deflate (RFC 7692) on an upgraded connection
@@ -23,6 +36,10 @@
 //! - `transport`: the byte streams the engine serves
 //! - `sys`: the few socket calls that need `unsafe`
 //! - `fuzzing`: the fuzz targets' entry points (feature `fuzzing`, and tests)
+//! - `tidy` (tests): the module boundaries above, checked on the sources
+//!
+//! `http1` and `http2` never name each other, and each named dependency
+//! stays in its module; the `tidy` test checks both.
 //!
 //! # Example
 //!
@@ -43,6 +60,7 @@
 //! ```
 
 pub mod body;
+mod common;
 mod error;
 pub mod file;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -52,16 +70,21 @@ mod http2;
 pub mod limits;
 pub mod listen;
 mod prefixed;
+mod proto;
+mod redirect;
 mod serve;
 mod shutdown;
 mod sys;
 pub use sys::raise_fd_limit;
+#[cfg(test)]
+mod tidy;
 pub mod tls;
 mod transport;
 pub mod upgrade;
 pub mod ws;
 
 pub use body::Incoming;
+pub use common::ConnConfig;
 pub use error::{BoxError, Error};
 pub use file::{FileBody, SendFile};
 pub use limits::Limits;

@@ -56,10 +56,20 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default for [`Limits::max_tls_handshakes`]: 1,024 TLS handshakes in
 /// progress at once per server. A full handshake costs the server a
-/// signature (hundreds of microseconds); past the cap, accepting on TLS
-/// listeners pauses and new clients wait in the listen backlog, so a flood
-/// of half-open handshakes cannot take every connection slot or all CPU.
+/// signature (hundreds of microseconds) and holds a task and buffers. The
+/// listener never pauses for it: at the cap a new connection takes the
+/// place of the least advanced pending handshake (the oldest still waiting
+/// for its ClientHello, else the oldest), which is closed, so a flood of
+/// half-open handshakes can neither hold every slot nor keep real clients
+/// in the listen backlog.
 pub const MAX_TLS_HANDSHAKES: usize = 1024;
+
+/// Time a TLS connection gets from being accepted to its whole ClientHello
+/// (3 s, actix-web's figure for its whole handshake): a client sends it in
+/// its first flight, so a connection that has not within 3 s is closed. A
+/// connection that opens and stays silent holds a handshake slot this
+/// long, not the whole [`TLS_HANDSHAKE_TIMEOUT`].
+pub const TLS_CLIENT_HELLO_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Default for the TLS session cache (`TlsBuilder::session_cache_size`):
 /// 4,096 sessions kept for session-ID resumption (about 1 MiB). Sessions
@@ -84,10 +94,32 @@ pub const H2_CONNECTION_WINDOW: u32 = 1024 * 1024;
 /// size HTTP/2 allows a peer to announce (RFC 9113 §6.5.2).
 pub const H2_MAX_FRAME_SIZE: u32 = 16 * 1024;
 
-/// Response bytes queued per HTTP/2 stream beyond what the socket has
+/// Most response bytes queued per HTTP/2 stream beyond what the socket has
 /// taken: a stream waits for the client to read before queueing more, so a
-/// client that stops reading holds at most this much per open stream.
+/// client that stops reading holds at most this much per open stream. The
+/// share each stream actually gets is [`h2_stream_send_buffer`].
 pub const H2_STREAM_SEND_BUFFER: usize = 128 * 1024;
+
+/// Response bytes queued per HTTP/2 connection, summed over its streams,
+/// beyond what the socket has taken: 2 MiB. Each stream's queue is this
+/// divided by the concurrent-stream limit ([`h2_stream_send_buffer`]), so
+/// a client that opens every stream, grants large windows and stops
+/// reading holds at most this much (plus one last piece of at most 16 KiB
+/// per stream that a small response queues at once). Response bodies are
+/// read only as the client's window allows, so a client that grants no
+/// window makes the server read nothing. nginx holds about 1.2 MiB for a
+/// stalled connection of 128 streams (measured, issue 20); the figure for
+/// Celer is in docs/decisions/051-h2-stalled-streams.md.
+pub const H2_CONNECTION_SEND_BUFFER: usize = 2 * 1024 * 1024;
+
+/// The send queue of one HTTP/2 stream: [`H2_CONNECTION_SEND_BUFFER`]
+/// shared by `max_concurrent_streams` streams, at least one 16 KiB frame
+/// and at most [`H2_STREAM_SEND_BUFFER`]. With the defaults (128 streams),
+/// 16 KiB.
+pub fn h2_stream_send_buffer(max_concurrent_streams: u32) -> usize {
+    let streams = usize::try_from(max_concurrent_streams.max(1)).unwrap_or(usize::MAX);
+    (H2_CONNECTION_SEND_BUFFER / streams).clamp(16 * 1024, H2_STREAM_SEND_BUFFER)
+}
 
 /// Default for [`Limits::h2_max_cancelled_streams`]: 100 streams cancelled
 /// by the client while their handler still ran.
@@ -156,8 +188,11 @@ pub struct Limits {
     /// handler answered without reading its body; past it the connection is
     /// closed instead. Default is [`MAX_DRAIN_BYTES`].
     pub max_drain_bytes: u64,
-    /// Most connections open at once on one server; at the limit, accepting
-    /// pauses and new clients wait in the listen backlog. Default is
+    /// Most connections open at once on one server, exactly, whatever the
+    /// threading model and number of workers. At the limit the next client
+    /// waits (it is not refused): each accept loop (one per listener and
+    /// worker) holds at most one accepted client until a connection ends,
+    /// and further clients wait in the listen backlog. Default is
     /// [`MAX_CONNECTIONS`].
     pub max_connections: usize,
     /// Most requests served on one connection before it is closed, or `None`
@@ -182,9 +217,9 @@ pub struct Limits {
     /// handshake; past it the connection is closed. Default is
     /// [`TLS_HANDSHAKE_TIMEOUT`].
     pub tls_handshake_timeout: Duration,
-    /// Most TLS handshakes in progress at once on one server; at the cap,
-    /// accepting on TLS listeners pauses until one finishes. Default is
-    /// [`MAX_TLS_HANDSHAKES`].
+    /// Most TLS handshakes in progress at once on one server; at the cap a
+    /// new connection sheds the least advanced pending handshake (accepting
+    /// never pauses). Default is [`MAX_TLS_HANDSHAKES`].
     pub max_tls_handshakes: usize,
     /// Most streams a client may have open at once on one HTTP/2
     /// connection (`SETTINGS_MAX_CONCURRENT_STREAMS`); a client that opens
@@ -214,6 +249,13 @@ pub struct Limits {
     /// against rapid reset (CVE-2023-44487), which makes a server start
     /// work that the client throws away at once. Default is
     /// [`H2_MAX_CANCELLED_STREAMS`].
+    ///
+    /// The `h2` library keeps its own, earlier limit: streams the client
+    /// resets while they still wait to be accepted (20 per connection;
+    /// then `GOAWAY` with `ENHANCE_YOUR_CALM`). A flood that sends
+    /// `RST_STREAM` right behind each `HEADERS` meets that one, in the
+    /// same read, before any handler runs; this limit covers resets that
+    /// arrive once handlers have started, i.e. the work actually wasted.
     pub h2_max_cancelled_streams: u64,
 }
 
@@ -241,5 +283,21 @@ impl Default for Limits {
             h2_max_frame_size: H2_MAX_FRAME_SIZE,
             h2_max_cancelled_streams: H2_MAX_CANCELLED_STREAMS,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_send_buffer_is_shared_by_its_streams() {
+        let streams = H2_MAX_CONCURRENT_STREAMS;
+        let each = h2_stream_send_buffer(streams);
+        assert_eq!(each, 16 * 1024);
+        assert!(each * streams as usize <= H2_CONNECTION_SEND_BUFFER);
+        assert_eq!(h2_stream_send_buffer(1), H2_STREAM_SEND_BUFFER);
+        assert_eq!(h2_stream_send_buffer(0), H2_STREAM_SEND_BUFFER);
+        assert_eq!(h2_stream_send_buffer(100_000), 16 * 1024);
     }
 }

@@ -1,14 +1,17 @@
 //! The [`Server`]: binding, runtimes, accept loops, the connection limit and
 //! graceful shutdown.
 //!
-//! Accepting stops while the server is at its connection limit, so excess
-//! clients wait in the kernel's backlog instead of exhausting descriptors.
+//! At the connection limit each accept loop holds at most one accepted
+//! client waiting for a slot and accepts no more, so excess clients wait in
+//! the kernel's backlog instead of exhausting descriptors; the slot is taken
+//! after `accept`, which keeps the limit exact with one listener per worker.
 //!
 //! Each listener has a role: plain HTTP ([`Builder::listen`]), TLS
 //! ([`Builder::listen_tls`], with the certificates of [`Builder::tls`]), or
 //! a plain-HTTP redirect to the first TLS listener
-//! ([`Builder::redirect_http`]). A TLS listener also stops accepting while
-//! `Limits::max_tls_handshakes` handshakes are in progress.
+//! ([`Builder::redirect_http`]). A TLS listener never pauses for pending
+//! handshakes: past `Limits::max_tls_handshakes` the least advanced one is
+//! shed.
 
 use std::future::Future;
 use std::io;
@@ -27,10 +30,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tower_service::Service;
 
 use crate::body::Incoming;
+use crate::common::ConnConfig;
 use crate::error::BoxError;
-use crate::http1::{Http1Config, serve_connection};
 use crate::limits::Limits;
 use crate::listen::{BindOptions, Listen, Listener, options_paths};
+use crate::proto;
+use crate::redirect::Redirect;
 use crate::shutdown::Shutdown;
 use crate::tls::{self, TlsConfig};
 use crate::transport::Transport;
@@ -194,7 +199,7 @@ impl Builder {
     }
 
     /// Sets the threading model. Default is [`Threading::PerCore`]
-    /// (ARCHITECTURE.md records the measurement behind it).
+    /// (docs/decisions/001 records the measurement behind it).
     pub fn threading(mut self, threading: Threading) -> Self {
         self.threading = threading;
         self
@@ -265,13 +270,13 @@ impl Builder {
             HeaderValue::from_str(&format!("max-age={}", age.as_secs()))
                 .expect("digits are a valid header value")
         });
-        let config = Http1Config {
+        let config = ConnConfig {
             limits: self.limits,
             server_header: self.server_header,
             hsts: None,
             http2: self.http2,
         };
-        let tls_config = Http1Config {
+        let tls_config = ConnConfig {
             hsts,
             ..config.clone()
         };
@@ -298,9 +303,9 @@ fn no_redirect_target() -> io::Error {
 #[derive(Debug)]
 pub struct Bound {
     /// Settings of plain-HTTP connections.
-    config: Arc<Http1Config>,
+    config: Arc<ConnConfig>,
     /// Settings of HTTP over TLS (adds HSTS when configured).
-    tls_config: Arc<Http1Config>,
+    tls_config: Arc<ConnConfig>,
     tls: Option<TlsConfig>,
     /// Where redirect listeners send clients.
     https_port: u16,
@@ -464,22 +469,21 @@ impl Bound {
 
 /// What every accept loop and connection of one server shares.
 struct State {
-    config: Arc<Http1Config>,
-    tls_config: Arc<Http1Config>,
+    config: Arc<ConnConfig>,
+    tls_config: Arc<ConnConfig>,
     tls: Option<TlsConfig>,
     https_port: u16,
     /// One permit per open connection.
     permits: Arc<Semaphore>,
     max: u32,
-    /// One permit per TLS handshake in progress.
-    handshakes: Arc<Semaphore>,
+    /// The TLS handshakes in progress.
+    handshakes: Arc<tls::Handshakes>,
 }
 
 impl State {
     fn new(bound: &Bound) -> State {
         let limits = &bound.config.limits;
         let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS) as u32;
-        let handshakes = limits.max_tls_handshakes.clamp(1, Semaphore::MAX_PERMITS);
         State {
             config: bound.config.clone(),
             tls_config: bound.tls_config.clone(),
@@ -487,7 +491,7 @@ impl State {
             https_port: bound.https_port,
             permits: Arc::new(Semaphore::new(max as usize)),
             max,
-            handshakes: Arc::new(Semaphore::new(handshakes)),
+            handshakes: Arc::new(tls::Handshakes::new(limits.max_tls_handshakes)),
         }
     }
 
@@ -540,7 +544,7 @@ where
     S: HttpService,
 {
     if role == Role::Redirect {
-        let redirect = tls::Redirect {
+        let redirect = Redirect {
             https_port: state.https_port,
         };
         let make = Arc::new(move |_: &ConnInfo| redirect);
@@ -657,6 +661,27 @@ async fn accept_loop<A, F, S>(
         if shutdown.is_started() {
             return;
         }
+        let (io, info) = match tokio::select! {
+            biased;
+            () = &mut started => return,
+            res = acceptor.accept() => res,
+        } {
+            Ok(accepted) => accepted,
+            Err(err) if is_per_connection(&err) => continue,
+            Err(err) => {
+                // Out of descriptors or memory: back off instead of spinning,
+                // the process stays up and retries.
+                tracing::error!(target: "celer::serve", error = %err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // The connection slot is taken after `accept`, never before: a loop
+        // waiting for a slot then holds one accepted client, not a slot that
+        // a client queued on another worker's listener needs, so the limit
+        // is exact whatever the number of listeners (issue 20). At the limit
+        // this client waits, accepted, until a connection ends; later ones
+        // wait in the backlog, as this loop accepts no more meanwhile.
         let permit = match state.permits.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(TryAcquireError::Closed) => return,
@@ -669,59 +694,27 @@ async fn accept_loop<A, F, S>(
                 },
             },
         };
-        let accepted = tokio::select! {
-            biased;
-            () = &mut started => return,
-            res = acceptor.accept() => res,
-        };
-        // At the handshake cap a TLS listener stops accepting, as at the
-        // connection limit: further clients wait in the backlog, holding
-        // nothing. The slot is taken after `accept` so that an idle listener
-        // never holds one while another listener's clients wait.
-        let handshake = if tls && accepted.is_ok() {
-            tokio::select! {
-                biased;
-                () = &mut started => return,
-                permit = state.handshakes.clone().acquire_owned() => match permit {
-                    Ok(p) => Some(p),
-                    Err(_) => return,
-                },
+        // A TLS handshake slot never waits: at the cap the least advanced
+        // pending handshake is shed (`tls::Handshakes`), so the listener
+        // keeps accepting (issue 20).
+        let handshake = tls.then(|| state.handshakes.admit());
+        let service = make(&info);
+        let shutdown = shutdown.clone();
+        match (handshake, &state.tls) {
+            (Some(handshake), Some(tls)) => {
+                let (tls, config) = (tls.clone(), state.tls_config.clone());
+                tokio::spawn(async move {
+                    proto::tls(io, &tls, handshake, service, config, shutdown).await;
+                    drop(permit);
+                });
             }
-        } else {
-            None
-        };
-        match accepted {
-            Ok((io, info)) => {
-                let service = make(&info);
-                let shutdown = shutdown.clone();
-                match (handshake, &state.tls) {
-                    (Some(handshake), Some(tls)) => {
-                        let (tls, config) = (tls.clone(), state.tls_config.clone());
-                        tokio::spawn(async move {
-                            tls::serve_connection(io, &tls, handshake, service, config, shutdown)
-                                .await;
-                            drop(permit);
-                        });
-                    }
-                    _ => {
-                        let config = state.config.clone();
-                        let conn = serve_connection(io, service, config, &shutdown);
-                        tokio::spawn(Holding {
-                            fut: conn,
-                            _permit: permit,
-                        });
-                    }
-                }
-            }
-            Err(err) => {
-                drop(permit);
-                if is_per_connection(&err) {
-                    continue;
-                }
-                // Out of descriptors or memory: back off instead of spinning,
-                // the process stays up and retries.
-                tracing::error!(target: "celer::serve", error = %err, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            _ => {
+                let config = state.config.clone();
+                let conn = proto::plain(io, service, config, &shutdown);
+                tokio::spawn(Holding {
+                    fut: conn,
+                    _permit: permit,
+                });
             }
         }
     }

@@ -4,30 +4,89 @@
 //! sound.
 #![allow(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::sync::Mutex;
 
-/// Takes ownership of an inherited descriptor after checking it is open.
-pub(crate) fn adopt_fd(fd: RawFd) -> io::Result<OwnedFd> {
+/// The descriptors this process has adopted (`fd:N`, systemd's), with the
+/// identity (device, inode) of the socket each named then: a descriptor
+/// that still names the same socket already has an owner, so two listen
+/// addresses naming it cannot give it two; a number closed by its owner
+/// and reused since names another socket and may be adopted again.
+static ADOPTED: Mutex<BTreeMap<RawFd, (u64, u64)>> = Mutex::new(BTreeMap::new());
+
+/// Takes ownership of an inherited descriptor once `check` has accepted
+/// it, borrowed: a descriptor that is not open, is standard input, output
+/// or error, was adopted already, or fails `check` is left as it is (not
+/// closed: this process does not own it) and the error says why.
+pub(crate) fn adopt_fd(
+    fd: RawFd,
+    check: impl FnOnce(BorrowedFd<'_>) -> io::Result<()>,
+) -> io::Result<OwnedFd> {
+    let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidInput, msg);
     if fd < 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "negative file descriptor",
-        ));
+        return Err(invalid("negative file descriptor".to_owned()));
     }
+    if fd <= 2 {
+        let name = ["standard input", "standard output", "standard error"][fd as usize];
+        return Err(invalid(format!(
+            "descriptor {fd} is {name}, not an inherited socket (pass listening sockets as 3 and up)"
+        )));
+    }
+    // Held until the descriptor is owned, so two binds cannot both pass.
+    let mut adopted = ADOPTED.lock().unwrap_or_else(|err| err.into_inner());
     // SAFETY: F_GETFD only reads the descriptor's flags; it is harmless on
     // any integer and fails with EBADF when nothing is open there.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
     if flags < 0 {
-        return Err(io::Error::last_os_error());
+        let err = io::Error::last_os_error();
+        return Err(io::Error::new(
+            err.kind(),
+            format!("descriptor {fd} is not open ({err})"),
+        ));
     }
-    // SAFETY: the descriptor is open (checked above) and was handed to this
-    // process to own (by the parent or by systemd); nothing else in the
-    // process uses it, so wrapping it in an owner that closes it is sound.
+    // SAFETY: the descriptor is open (checked above) and stays open while
+    // borrowed: it was handed to this process for a listener, and this
+    // process closes such descriptors only through the owner made below,
+    // which another bind could make only under `ADOPTED`'s lock, held.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    // Its identity, through a duplicate (closed at once).
+    let meta = std::fs::File::from(borrowed.try_clone_to_owned()?).metadata()?;
+    let identity = (meta.dev(), meta.ino());
+    if adopted.get(&fd) == Some(&identity) {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("descriptor {fd} is already taken by another listen address"),
+        ));
+    }
+    check(borrowed)?;
+    adopted.insert(fd, identity);
+    // SAFETY: the descriptor is open, was handed to this process to own (by
+    // the parent or by systemd), passed `check`, and has no other owner in
+    // the process (`ADOPTED` refuses a socket adopted already), so wrapping
+    // it in an owner that closes it is sound.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: setting FD_CLOEXEC on a descriptor we now own.
     unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
     Ok(owned)
+}
+
+/// Removes systemd's socket-passing variables (`LISTEN_PID`, `LISTEN_FDS`,
+/// `LISTEN_FDNAMES`) once their sockets are taken, as `sd_listen_fds(3)`
+/// does when asked, so that no child process (a CGI program) takes them
+/// for its own.
+pub(crate) fn unset_listen_env() {
+    for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+        // SAFETY: the standard library serializes its own environment
+        // accesses; the hazard is foreign code reading the environment on
+        // another thread at this moment. Listeners are bound while the
+        // server starts, before its runtime threads exist (`celer serve`
+        // binds before it starts any), and `Listen::Systemd` documents
+        // that binding it changes the environment.
+        unsafe { std::env::remove_var(name) };
+    }
 }
 
 /// `TCP_DEFER_ACCEPT`: wake the accept loop only once data has arrived.

@@ -26,10 +26,13 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// The connection after a 101 response.
 ///
-/// Over TLS a write that answers `Pending` has already sealed its bytes
-/// into records (a record cannot be taken back): retry it with the same
-/// bytes, as `write_all` and every buffered writer do. Writing different
-/// bytes after a `Pending` would send the earlier ones.
+/// Its writes keep the ordinary `AsyncWrite` contract over TLS as over
+/// plain TCP: a write that answers `Pending` has taken none of its bytes,
+/// so it may be dropped (a `select!` taking another branch) and other bytes
+/// written instead. Over TLS a write that answers `Ready(Ok(n))` has sealed
+/// its `n` bytes, which may still wait in the connection for the socket (up
+/// to one write's worth, 64 KiB): call `flush` before waiting on anything
+/// else, as with any buffered writer.
 ///
 /// An upgraded connection counts as open for the server's graceful
 /// shutdown: the server waits (up to its shutdown timeout) until every
@@ -42,7 +45,15 @@ pub struct Upgraded {
 }
 
 impl Upgraded {
-    pub(crate) fn new(io: Box<dyn Io>, read_buf: Bytes, watch: Watch) -> Upgraded {
+    pub(crate) fn new(io: Box<dyn Io>, read_ahead: &[u8], watch: Watch) -> Upgraded {
+        // The engine's read buffer is kilobytes large; an upgraded
+        // connection may live for hours, so it keeps a copy of the bytes
+        // read ahead (usually none) and not the buffer.
+        let read_buf = if read_ahead.is_empty() {
+            Bytes::new()
+        } else {
+            Bytes::copy_from_slice(read_ahead)
+        };
         Upgraded {
             inner: Prefixed::new(read_buf, io),
             watch: watch.into_upgraded(),

@@ -30,7 +30,12 @@
 //!   precompressed siblings), as a service or under a route.
 //! - [`serve`] runs an app on Celer's engine: `app.run(bound, signal)`
 //!   blocks, `app.serve(bound, shutdown).await` runs on your runtime, and
-//!   handlers see the client's address in [`Request::remote_addr`].
+//!   handlers see the client's address in [`Request::remote_addr`]. When
+//!   shutdown starts, the app's [`ShutdownNotice`] fires, so what holds a
+//!   response open ends it cleanly.
+//! - [`sse`] pushes server-sent events: [`sse::EventStream`] responses and
+//!   a broadcast [`sse::Hub`] with `Last-Event-ID` resume and bounded
+//!   memory.
 //!
 //! # Example
 //!
@@ -99,7 +104,10 @@
 //! - `middleware/`: `negotiate/` (the `Accept*` parser, `accept.rs`, sans-IO),
 //!   `compression/` (encoders and the streaming body), `cache/` (the store
 //!   and the coalescing of misses).
-//! - `serve.rs`: [`App::run`] and [`App::serve`] on Celer's engine.
+//! - `serve.rs`: [`App::run`] and [`App::serve`] on Celer's engine; they
+//!   fire the [`ShutdownNotice`] (`app/shutdown.rs`).
+//! - `sse/`: server-sent events: `event.rs` (encoding, no IO),
+//!   `stream.rs` (the response body), `hub.rs` (the broadcast ring).
 //! - `files/`: static files ([`files::Files`]: ETags, conditional requests,
 //!   ranges, precompressed siblings, listings, embedded bundles) and the
 //!   offload headers ([`files::OffloadLayer`]).
@@ -121,9 +129,10 @@ mod request;
 pub mod response;
 pub mod router;
 pub mod serve;
+pub mod sse;
 pub mod ws;
 
-pub use app::App;
+pub use app::{App, ShutdownNotice};
 pub use body::Body;
 pub use error::Error;
 pub use handler::{Handler, Next};

@@ -82,8 +82,11 @@ pub fn bind(spec: &str) -> io::Result<Bound> {
 
 impl App {
     /// Serves the app on `bound` until `signal` resolves, then shuts down
-    /// gracefully. Blocks the calling thread; the engine builds its own
-    /// runtimes, so call it outside any async context.
+    /// gracefully: the app's [`ShutdownNotice`](crate::ShutdownNotice)
+    /// fires, so event streams end, and open connections finish (up to the
+    /// shutdown timeout of the engine's [`Limits`]). Blocks the calling
+    /// thread; the engine builds its own runtimes, so call it outside any
+    /// async context.
     ///
     /// ```no_run
     /// let mut app = celer::App::new();
@@ -101,6 +104,13 @@ impl App {
         signal: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<()> {
         let shared = self.shared().clone();
+        let notice = shared.shutdown.clone();
+        // The app hears of shutdown first, so streams it holds open end
+        // while the engine drains connections.
+        let signal = async move {
+            signal.await;
+            notice.trigger();
+        };
         bound.run_with(
             move |info: &ConnInfo| Connection::new(&shared, info),
             signal,
@@ -108,8 +118,10 @@ impl App {
     }
 
     /// Serves the app on `bound` on the current tokio runtime until
-    /// `shutdown` is triggered, then waits for open connections to finish
-    /// (up to the shutdown timeout of the engine's [`Limits`]).
+    /// `shutdown` is triggered, then fires the app's
+    /// [`ShutdownNotice`](crate::ShutdownNotice) and waits for open
+    /// connections to finish (up to the shutdown timeout of the engine's
+    /// [`Limits`]).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -130,12 +142,19 @@ impl App {
     /// ```
     pub async fn serve(self, bound: Bound, shutdown: Shutdown) -> io::Result<()> {
         let shared = self.shared().clone();
-        bound
-            .serve_with(
-                move |info: &ConnInfo| Connection::new(&shared, info),
-                shutdown,
-            )
-            .await
+        let notice = shared.shutdown.clone();
+        let serving = bound.serve_with(
+            move |info: &ConnInfo| Connection::new(&shared, info),
+            shutdown.clone(),
+        );
+        tokio::pin!(serving);
+        // The app hears of shutdown as the engine does, so streams it
+        // holds open end while connections drain.
+        tokio::select! {
+            result = &mut serving => return result,
+            () = shutdown.started() => notice.trigger(),
+        }
+        serving.await
     }
 }
 

@@ -1,6 +1,6 @@
 //! `GET /page`: one HTML file, read at start, compressed with gzip on the
 //! fly by Celer's compression middleware for every request that accepts it.
-//! `bench/compare-gzip` runs it against nginx's `gzip on`.
+//! `bench/run gzip` runs it against nginx's `gzip on`.
 //!
 //! Run with `cargo run --release -p example-compress -- --page page.html`.
 //!

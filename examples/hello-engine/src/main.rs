@@ -10,7 +10,7 @@
 //! ```
 //!
 //! With `--tls-cert` and `--tls-key` every listener serves HTTPS
-//! (`bench/compare-tls`).
+//! (`bench/run tls`).
 
 use std::convert::Infallible;
 

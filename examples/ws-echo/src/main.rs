@@ -73,7 +73,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    eprintln!("example-ws-echo listening on {}", bound.local_specs().join(", "));
+    eprintln!(
+        "example-ws-echo listening on {}",
+        bound.local_specs().join(", ")
+    );
     let signal = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -1,4 +1,4 @@
-//! Minimal hyper 1.x peer for `bench/compare`.
+//! Minimal hyper 1.x peer for `bench/run compare`.
 //!
 //! Answers `GET /plaintext` with `Hello, World!` (text/plain) and
 //! `GET /json` with `{"message":"Hello, World!"}` (application/json), the
@@ -10,7 +10,7 @@
 //! itself; `Server` is added here so the head matches the other servers.
 //!
 //! With `--h2c` it serves HTTP/2 by prior knowledge instead
-//! (`hyper::server::conn::http2` on the `h2` crate, for `bench/compare-h2`):
+//! (`hyper::server::conn::http2` on the `h2` crate, for `bench/run h2`):
 //! hyper's defaults, each stream spawned as its own task on the same
 //! current-thread runtime, as hyper does.
 //!

@@ -123,6 +123,20 @@ async fn other_methods_are_405_with_allow() {
     }
 }
 
+/// RFC 9110 §9.3.7: `OPTIONS *` asks about the server as a whole.
+#[tokio::test]
+async fn options_asterisk_is_answered() {
+    let f = fixture();
+    let got = request(&f.site, Method::OPTIONS, "*").await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.headers[header::ALLOW], "GET, HEAD");
+    assert_eq!(got.headers[header::CONTENT_LENGTH], "0");
+    assert!(got.body.is_empty());
+    // `*` with another method is still refused.
+    let got = request(&f.site, Method::GET, "*").await;
+    assert_eq!(got.status, StatusCode::BAD_REQUEST);
+}
+
 #[tokio::test]
 async fn nothing_outside_the_root_is_served() {
     let f = fixture();

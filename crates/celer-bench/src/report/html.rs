@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::svg::{Chart, Series, escape, line_chart};
 use super::text::{count, describe, duration_us, markdown};
-use super::{Latency, Output, RunReport, SweepLevel};
+use super::{FanoutReport, Latency, Output, RoundReport, RunReport, SweepLevel};
 
 const STYLE: &str = "body{font-family:sans-serif;max-width:780px;margin:2em auto;color:#111}\
 pre{background:#f9fafb;padding:1em;overflow-x:auto}figure{margin:1.5em 0}";
@@ -25,8 +25,12 @@ pub(crate) fn render(output: &Output) -> String {
     if let Some(run) = &output.run {
         page.push_str(&figure(&latency_chart(run)));
         if run.timeline.len() > 1 {
-            page.push_str(&figure(&timeline_chart(run)));
+            let websocket = output.settings.websocket.is_some();
+            page.push_str(&figure(&timeline_chart(run, websocket)));
         }
+    }
+    if let Some(fanout) = output.fanout.as_ref().filter(|f| !f.rounds.is_empty()) {
+        page.push_str(&figure(&fanout_chart(fanout)));
     }
     if let Some(levels) = output.sweep.as_deref().filter(|l| !l.is_empty()) {
         page.push_str(&figure(&sweep_rate_chart(levels)));
@@ -82,7 +86,12 @@ fn latency_chart(run: &RunReport) -> Chart {
     }
 }
 
-fn timeline_chart(run: &RunReport) -> Chart {
+fn timeline_chart(run: &RunReport, websocket: bool) -> Chart {
+    let (title, y_label, name) = if websocket {
+        ("Messages per second", "echoes", "msg/s")
+    } else {
+        ("Requests per second", "responses", "req/s")
+    };
     let points: Vec<(f64, f64)> = run
         .timeline
         .iter()
@@ -90,16 +99,16 @@ fn timeline_chart(run: &RunReport) -> Chart {
         .collect();
     let step = (points.len() / 10).max(1);
     Chart {
-        title: "Requests per second".to_string(),
+        title: title.to_string(),
         x_label: "second".to_string(),
-        y_label: "responses".to_string(),
+        y_label: y_label.to_string(),
         x_ticks: points
             .iter()
             .step_by(step)
             .map(|p| (p.0, format!("{}", p.0)))
             .collect(),
         series: vec![Series {
-            name: "req/s".to_string(),
+            name: name.to_string(),
             points,
         }],
         y_format: |n| count(n as u64),
@@ -145,6 +154,35 @@ fn sweep_latency_chart(levels: &[SweepLevel]) -> Chart {
         series: vec![
             sweep_series("p50", levels, |l| l.p50_us / 1e3),
             sweep_series("p99", levels, |l| l.p99_us / 1e3),
+        ],
+        y_format: |ms| duration_us(ms * 1e3),
+    }
+}
+
+fn fanout_chart(fanout: &FanoutReport) -> Chart {
+    let series = |name: &str, value: fn(&RoundReport) -> Option<f64>| Series {
+        name: name.to_string(),
+        points: fanout
+            .rounds
+            .iter()
+            .filter_map(|r| Some((f64::from(r.round), value(r)? / 1e3)))
+            .collect(),
+    };
+    let step = (fanout.rounds.len() / 10).max(1);
+    Chart {
+        title: "Arrival after the send, per round".to_string(),
+        x_label: "round".to_string(),
+        y_label: "time (ms)".to_string(),
+        x_ticks: fanout
+            .rounds
+            .iter()
+            .step_by(step)
+            .map(|r| (f64::from(r.round), r.round.to_string()))
+            .collect(),
+        series: vec![
+            series("p50", |r| r.p50_us),
+            series("p99", |r| r.p99_us),
+            series("last", |r| r.last_us),
         ],
         y_format: |ms| duration_us(ms * 1e3),
     }

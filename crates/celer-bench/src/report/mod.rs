@@ -29,7 +29,7 @@ const SPECTRUM: [f64; 16] = [
 /// Everything one invocation reports; JSON is this, serialised.
 #[derive(Debug, Serialize)]
 pub(crate) struct Output {
-    /// `load`, `sweep` or `hang`.
+    /// `load`, `sweep` or `hang`; `ws-echo`, `ws-sweep`, `ws-idle` or `ws-fanout`.
     pub(crate) mode: &'static str,
     /// How the run was configured.
     pub(crate) settings: Settings,
@@ -39,9 +39,12 @@ pub(crate) struct Output {
     /// One row per concurrency level.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) sweep: Option<Vec<SweepLevel>>,
-    /// Hanging-connection results.
+    /// Hanging-connection (or idle WebSocket) results.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) hang: Option<HangReport>,
+    /// Broadcast fan-out results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) fanout: Option<FanoutReport>,
 }
 
 /// The run's configuration, echoed in every report.
@@ -58,6 +61,9 @@ pub(crate) struct Settings {
     pub(crate) pipeline: u32,
     pub(crate) timeout_s: f64,
     pub(crate) tls: bool,
+    /// WebSocket settings, for ws:// and wss:// URLs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) websocket: Option<WsSettings>,
     /// Number of sweep levels; 0 outside sweeps.
     #[serde(skip)]
     pub(crate) sweep_levels: usize,
@@ -77,9 +83,31 @@ impl Settings {
             pipeline: plan.pipeline,
             timeout_s: plan.timeout.as_secs_f64(),
             tls: plan.tls.is_some(),
+            websocket: plan.ws.as_ref().map(|ws| WsSettings {
+                message_size: ws.message_size,
+                binary: ws.binary,
+                deflate_offered: ws.offer.deflate,
+                subprotocol: ws.offer.subprotocol.clone(),
+                in_flight: plan.pipeline,
+            }),
             sweep_levels: 0,
         }
     }
+}
+
+/// The WebSocket part of the settings.
+#[derive(Debug, Serialize)]
+pub(crate) struct WsSettings {
+    /// Bytes per message.
+    pub(crate) message_size: usize,
+    /// Binary messages (else text).
+    pub(crate) binary: bool,
+    /// permessage-deflate was offered.
+    pub(crate) deflate_offered: bool,
+    /// The subprotocol asked for.
+    pub(crate) subprotocol: Option<String>,
+    /// Echo: messages in flight per connection.
+    pub(crate) in_flight: u32,
 }
 
 /// One load run.
@@ -103,6 +131,9 @@ pub(crate) struct RunReport {
     pub(crate) connect_us: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) tls_handshake_us: Option<Latency>,
+    /// WebSocket upgrade time (request to 101), ws:// only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) upgrade_us: Option<Latency>,
     /// Connections opened while measuring.
     pub(crate) connections_opened: u64,
     /// Failed requests by kind (only kinds that occurred).
@@ -178,8 +209,10 @@ pub(crate) struct ServerCpu {
     pub(crate) wall_seconds: f64,
     /// CPU seconds per wall-clock second.
     pub(crate) cores: f64,
-    /// CPU microseconds per complete response.
+    /// CPU microseconds per complete response (per echo with ws://).
     pub(crate) cpu_us_per_request: Option<f64>,
+    /// Responses (echoes with ws://) per server CPU-second.
+    pub(crate) per_cpu_second: Option<f64>,
 }
 
 impl ServerCpu {
@@ -190,6 +223,7 @@ impl ServerCpu {
             wall_seconds: wall,
             cores: if wall > 0.0 { cpu / wall } else { 0.0 },
             cpu_us_per_request: (responses > 0).then(|| cpu * 1e6 / responses as f64),
+            per_cpu_second: (cpu > 0.0).then(|| responses as f64 / cpu),
         }
     }
 }
@@ -254,6 +288,132 @@ pub(crate) struct HangReport {
     pub(crate) bytes_per_idle_connection: Option<f64>,
 }
 
+/// Broadcast fan-out results.
+#[derive(Debug, Serialize)]
+pub(crate) struct FanoutReport {
+    /// Receivers asked for.
+    pub(crate) receivers: usize,
+    /// Receivers that connected.
+    pub(crate) connected: usize,
+    /// `publish` or `post`.
+    pub(crate) trigger: &'static str,
+    /// Where messages were sent.
+    pub(crate) trigger_url: String,
+    /// Rounds asked for.
+    pub(crate) rounds_planned: u32,
+    /// Rounds in which every live receiver got the message.
+    pub(crate) complete_rounds: usize,
+    /// Messages that did not reach a live receiver, over all rounds.
+    pub(crate) missing: u64,
+    /// Receiver failures by kind (connecting, or lost during the run).
+    pub(crate) errors: BTreeMap<&'static str, u64>,
+    /// Trigger failures by kind (a failed send, a non-2xx POST, a timeout).
+    pub(crate) trigger_errors: BTreeMap<&'static str, u64>,
+    /// Median over rounds of the time until the last receiver had the message.
+    pub(crate) median_last_us: Option<f64>,
+    /// Median over rounds of the per-round median arrival.
+    pub(crate) median_p50_us: Option<f64>,
+    /// Median over rounds of the per-round 99th percentile arrival.
+    pub(crate) median_p99_us: Option<f64>,
+    /// Every arrival of every round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) arrival_us: Option<Latency>,
+    /// One entry per round sent.
+    pub(crate) rounds: Vec<RoundReport>,
+    /// Server CPU over the rounds, with `--pid`; "per request" is per delivery.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) server: Option<ServerCpu>,
+}
+
+impl FanoutReport {
+    pub(crate) fn new(
+        server: Option<ServerCpu>,
+        fanout: &crate::ws::FanoutPlan,
+        connected: usize,
+        errors: BTreeMap<&'static str, u64>,
+        trigger_errors: BTreeMap<&'static str, u64>,
+        rounds: Vec<RoundReport>,
+        arrival_us: Option<Latency>,
+    ) -> FanoutReport {
+        let median_of = |pick: fn(&RoundReport) -> Option<f64>| {
+            let mut values: Vec<f64> = rounds.iter().filter_map(pick).collect();
+            median(&mut values)
+        };
+        FanoutReport {
+            receivers: fanout.receivers,
+            connected,
+            trigger: fanout.trigger.kind(),
+            trigger_url: fanout.trigger.url().to_string(),
+            rounds_planned: fanout.rounds,
+            complete_rounds: rounds
+                .iter()
+                .filter(|r| r.missing == 0 && r.received > 0)
+                .count(),
+            missing: rounds.iter().map(|r| r.missing as u64).sum(),
+            errors,
+            trigger_errors,
+            median_last_us: median_of(|r| r.last_us),
+            median_p50_us: median_of(|r| r.p50_us),
+            median_p99_us: median_of(|r| r.p99_us),
+            arrival_us,
+            rounds,
+            server,
+        }
+    }
+}
+
+/// One fan-out round.
+#[derive(Debug, Serialize)]
+pub(crate) struct RoundReport {
+    pub(crate) round: u32,
+    /// Receivers that got the message.
+    pub(crate) received: usize,
+    /// Live receivers that did not get it within the timeout.
+    pub(crate) missing: usize,
+    /// Arrival times from the send, in µs.
+    pub(crate) first_us: Option<f64>,
+    pub(crate) p50_us: Option<f64>,
+    pub(crate) p99_us: Option<f64>,
+    pub(crate) last_us: Option<f64>,
+}
+
+impl RoundReport {
+    pub(crate) fn new(
+        round: u32,
+        arrivals: &mut [std::time::Duration],
+        alive: usize,
+    ) -> RoundReport {
+        arrivals.sort_unstable();
+        let at = |q: f64| {
+            let n = arrivals.len();
+            (n > 0).then(|| {
+                let idx = ((q * n as f64).ceil() as usize).clamp(1, n) - 1;
+                arrivals[idx].as_secs_f64() * 1e6
+            })
+        };
+        RoundReport {
+            round,
+            received: arrivals.len(),
+            missing: alive.saturating_sub(arrivals.len()),
+            first_us: at(0.0),
+            p50_us: at(0.5),
+            p99_us: at(0.99),
+            last_us: at(1.0),
+        }
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count).
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
 /// Builds the report of one load run.
 pub(crate) fn run_report(result: &RunResult, server: Option<ServerCpu>) -> RunReport {
     let stats = &result.stats;
@@ -277,6 +437,7 @@ pub(crate) fn run_report(result: &RunResult, server: Option<ServerCpu>) -> RunRe
         uncorrected_latency_us: open_loop_latency,
         connect_us: Latency::from_ns(&stats.connect),
         tls_handshake_us: Latency::from_ns(&stats.handshake),
+        upgrade_us: Latency::from_ns(&stats.upgrade),
         connections_opened: stats.connect.len(),
         errors: error_map(stats),
         error_total: stats.error_total(),

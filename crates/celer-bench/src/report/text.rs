@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{HangReport, Latency, Output, RunReport, Settings, SweepLevel};
+use super::{FanoutReport, HangReport, Latency, Output, RunReport, Settings, SweepLevel};
 
 /// A latency in µs, in the unit that reads best.
 pub(crate) fn duration_us(us: f64) -> String {
@@ -44,9 +44,23 @@ pub(crate) fn bytes(n: f64) -> String {
 pub(crate) fn describe(output: &Output) -> String {
     let settings = &output.settings;
     if let Some(hang) = &output.hang {
+        let what = if settings.websocket.is_some() {
+            "idle WebSockets"
+        } else {
+            "idle keep-alive connections"
+        };
+        return format!("{} {what} held for {}s", hang.connections, hang.idle_s);
+    }
+    if let Some(fanout) = &output.fanout {
         return format!(
-            "{} idle keep-alive connections held for {}s",
-            hang.connections, hang.idle_s
+            "broadcast fan-out to {} receivers, {} rounds, {}-byte {} messages sent by {} to {}{}",
+            fanout.receivers,
+            fanout.rounds_planned,
+            settings.websocket.as_ref().map_or(0, |ws| ws.message_size),
+            message_kind(settings),
+            fanout.trigger,
+            fanout.trigger_url,
+            deflate_note(settings),
         );
     }
     let mut line = describe_load(settings);
@@ -68,6 +82,22 @@ fn describe_load(settings: &Settings) -> String {
         (None, None) => String::new(),
     };
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    if let Some(ws) = &settings.websocket {
+        let how_long = how_long.replace("requests", "messages");
+        let mut line = format!(
+            "{how_long}, {}, {}, echo of {}-byte {} messages, {} in flight per connection{}",
+            plural(settings.threads, "thread"),
+            plural(settings.connections, "WebSocket"),
+            ws.message_size,
+            message_kind(settings),
+            ws.in_flight,
+            deflate_note(settings),
+        );
+        if settings.warmup_s > 0.0 {
+            let _ = write!(line, ", {}s warm-up", settings.warmup_s);
+        }
+        return line;
+    }
     let mut line = format!(
         "{how_long}, {}, {}, {}",
         plural(settings.threads, "thread"),
@@ -91,6 +121,20 @@ fn describe_load(settings: &Settings) -> String {
         let _ = write!(line, ", {}s warm-up", settings.warmup_s);
     }
     line
+}
+
+fn message_kind(settings: &Settings) -> &'static str {
+    match &settings.websocket {
+        Some(ws) if ws.binary => "binary",
+        _ => "text",
+    }
+}
+
+fn deflate_note(settings: &Settings) -> &'static str {
+    match &settings.websocket {
+        Some(ws) if ws.deflate_offered => ", permessage-deflate offered",
+        _ => "",
+    }
 }
 
 const PERCENTILES: [&str; 8] = ["p50", "p75", "p90", "p99", "p99.9", "max", "mean", "stdev"];
@@ -139,8 +183,9 @@ pub(crate) fn terminal(output: &Output) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "celer bench {}", output.settings.urls.join(", "));
     let _ = writeln!(out, "  {}", describe(output));
+    let websocket = output.settings.websocket.is_some();
     if let Some(run) = &output.run {
-        terminal_run(&mut out, run);
+        terminal_run(&mut out, run, websocket);
     }
     if let Some(levels) = &output.sweep {
         terminal_sweep(&mut out, levels);
@@ -148,7 +193,91 @@ pub(crate) fn terminal(output: &Output) -> String {
     if let Some(hang) = &output.hang {
         terminal_hang(&mut out, hang);
     }
+    if let Some(fanout) = &output.fanout {
+        out.push('\n');
+        for (name, value) in fanout_lines(fanout) {
+            let _ = writeln!(out, "  {name:<27}{value}");
+        }
+        let _ = write!(out, "\n  {:>6}", "round");
+        for name in ROUND_COLUMNS {
+            let _ = write!(out, "{name:>11}");
+        }
+        out.push('\n');
+        for cells in round_rows(fanout) {
+            let _ = write!(out, "  {:>6}", cells[0]);
+            for cell in &cells[1..] {
+                let _ = write!(out, "{cell:>11}");
+            }
+            out.push('\n');
+        }
+    }
     out
+}
+
+const ROUND_COLUMNS: [&str; 6] = ["received", "missing", "first", "p50", "p99", "last"];
+
+fn round_rows(fanout: &FanoutReport) -> Vec<[String; 7]> {
+    let cell = |us: Option<f64>| us.map_or_else(|| "-".to_string(), duration_us);
+    fanout
+        .rounds
+        .iter()
+        .map(|r| {
+            [
+                r.round.to_string(),
+                count(r.received as u64),
+                count(r.missing as u64),
+                cell(r.first_us),
+                cell(r.p50_us),
+                cell(r.p99_us),
+                cell(r.last_us),
+            ]
+        })
+        .collect()
+}
+
+fn fanout_lines(fanout: &FanoutReport) -> Vec<(&'static str, String)> {
+    let cell = |us: Option<f64>| us.map_or_else(|| "n/a".to_string(), duration_us);
+    let errors = |map: &std::collections::BTreeMap<&'static str, u64>| {
+        let parts: Vec<String> = map.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        }
+    };
+    let mut lines = vec![
+        (
+            "receivers connected",
+            format!(
+                "{} of {}",
+                count(fanout.connected as u64),
+                count(fanout.receivers as u64)
+            ),
+        ),
+        (
+            "rounds complete",
+            format!("{} of {}", fanout.complete_rounds, fanout.rounds.len()),
+        ),
+        ("messages missing", count(fanout.missing)),
+        ("median time to last", cell(fanout.median_last_us)),
+        ("median time to p50", cell(fanout.median_p50_us)),
+        ("median time to p99", cell(fanout.median_p99_us)),
+        ("receiver errors", errors(&fanout.errors)),
+        ("trigger errors", errors(&fanout.trigger_errors)),
+    ];
+    if let Some(server) = &fanout.server {
+        lines.push((
+            "server CPU",
+            format!(
+                "{:.2}s over {:.2}s ({:.2} cores)",
+                server.cpu_seconds, server.wall_seconds, server.cores
+            ),
+        ));
+        if let Some(us) = server.cpu_us_per_request {
+            lines.push(("server CPU per delivery", format!("{us:.2} µs")));
+        }
+    }
+    lines
 }
 
 fn terminal_latency(out: &mut String, title: &str, latency: &Latency) {
@@ -163,7 +292,12 @@ fn terminal_latency(out: &mut String, title: &str, latency: &Latency) {
     out.push('\n');
 }
 
-fn terminal_run(out: &mut String, run: &RunReport) {
+fn terminal_run(out: &mut String, run: &RunReport, websocket: bool) {
+    let (noun, unit, each) = if websocket {
+        ("Messages", "msg/s", "message")
+    } else {
+        ("Requests", "req/s", "request")
+    };
     out.push('\n');
     terminal_latency(out, "Latency", &run.latency_us);
     if let Some(uncorrected) = &run.uncorrected_latency_us {
@@ -171,8 +305,8 @@ fn terminal_run(out: &mut String, run: &RunReport) {
     }
     let _ = writeln!(
         out,
-        "\n  {:<12}{} in {:.2}s, {:.2} req/s",
-        "Requests",
+        "\n  {:<12}{} in {:.2}s, {:.2} {unit}",
+        noun,
         count(run.responses),
         run.elapsed_s,
         run.requests_per_sec
@@ -206,7 +340,19 @@ fn terminal_run(out: &mut String, run: &RunReport) {
             duration_us(tls.max)
         );
     }
-    let _ = writeln!(out, "  {:<12}{}", "Status", status_line(run));
+    if let Some(upgrade) = &run.upgrade_us {
+        let _ = writeln!(
+            out,
+            "  {:<12}p50 {}, p99 {}, max {}",
+            "Upgrade",
+            duration_us(upgrade.p50),
+            duration_us(upgrade.p99),
+            duration_us(upgrade.max)
+        );
+    }
+    if !websocket {
+        let _ = writeln!(out, "  {:<12}{}", "Status", status_line(run));
+    }
     let _ = writeln!(out, "  {:<12}{}", "Errors", error_line(run));
     if run.status_errors > 0 {
         let _ = writeln!(out, "  {:<12}{}", "4xx/5xx", count(run.status_errors));
@@ -215,9 +361,13 @@ fn terminal_run(out: &mut String, run: &RunReport) {
         let per_request = server
             .cpu_us_per_request
             .map_or_else(|| "n/a".to_string(), |us| format!("{us:.2} µs"));
+        let per_cpu_second = server
+            .per_cpu_second
+            .map_or_else(|| "n/a".to_string(), |n| format!("{n:.0}"));
         let _ = writeln!(
             out,
-            "  {:<12}{:.2}s over {:.2}s ({:.2} cores), {per_request} per request (pid {:?})",
+            "  {:<12}{:.2}s over {:.2}s ({:.2} cores), {per_request} per {each}, \
+             {per_cpu_second} {unit} per CPU-second (pid {:?})",
             "Server CPU", server.cpu_seconds, server.wall_seconds, server.cores, server.pids
         );
     }
@@ -308,8 +458,24 @@ pub(crate) fn markdown(output: &Output) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## celer bench {}\n", output.settings.urls.join(", "));
     let _ = writeln!(out, "{}\n", describe(output));
+    let websocket = output.settings.websocket.is_some();
     if let Some(run) = &output.run {
-        markdown_run(&mut out, run);
+        markdown_run(&mut out, run, websocket);
+    }
+    if let Some(fanout) = &output.fanout {
+        table_row(&mut out, &["measure".to_string(), "value".to_string()]);
+        table_rule(&mut out, 2);
+        for (name, value) in fanout_lines(fanout) {
+            table_row(&mut out, &[name.to_string(), value]);
+        }
+        out.push('\n');
+        let mut header = vec!["round".to_string()];
+        header.extend(ROUND_COLUMNS.map(String::from));
+        table_row(&mut out, &header);
+        table_rule(&mut out, header.len());
+        for cells in round_rows(fanout) {
+            table_row(&mut out, &cells);
+        }
     }
     if let Some(levels) = &output.sweep {
         table_row(&mut out, &SWEEP_COLUMNS.map(String::from));
@@ -344,7 +510,12 @@ fn table_rule(out: &mut String, columns: usize) {
     out.push('\n');
 }
 
-fn markdown_run(out: &mut String, run: &RunReport) {
+fn markdown_run(out: &mut String, run: &RunReport, websocket: bool) {
+    let (noun, unit, each) = if websocket {
+        ("messages", "msg/s", "server CPU per message")
+    } else {
+        ("requests", "req/s", "server CPU per request")
+    };
     let mut header = vec!["latency".to_string()];
     header.extend(PERCENTILES.map(String::from));
     table_row(out, &header);
@@ -361,9 +532,9 @@ fn markdown_run(out: &mut String, run: &RunReport) {
     table_row(out, &["measure".to_string(), "value".to_string()]);
     table_rule(out, 2);
     let mut rows = vec![
-        ("requests", count(run.responses)),
+        (noun, count(run.responses)),
         ("elapsed", format!("{:.2}s", run.elapsed_s)),
-        ("req/s", format!("{:.2}", run.requests_per_sec)),
+        (unit, format!("{:.2}", run.requests_per_sec)),
         ("transfer/s", format!("{}/s", bytes(run.bytes_per_sec))),
         ("Gbit/s", format!("{:.3}", run.gbit_per_sec)),
         ("status", status_line(run)),
@@ -372,7 +543,10 @@ fn markdown_run(out: &mut String, run: &RunReport) {
     if let Some(server) = &run.server {
         rows.push(("server CPU", format!("{:.2}s", server.cpu_seconds)));
         if let Some(us) = server.cpu_us_per_request {
-            rows.push(("server CPU per request", format!("{us:.2} µs")));
+            rows.push((each, format!("{us:.2} µs")));
+        }
+        if let Some(n) = server.per_cpu_second {
+            rows.push(("per server CPU-second", format!("{n:.0}")));
         }
     }
     for (name, value) in rows {

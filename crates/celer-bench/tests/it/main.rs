@@ -1,6 +1,8 @@
-//! Integration tests: `celer bench` against real servers started in the test.
+//! Integration tests: `celer bench` against real servers started in the test
+//! (HTTP servers in `support`, a Python WebSocket peer in `ws_peer.py`).
 
 mod errors;
 mod load;
 mod modes;
 mod support;
+mod ws;

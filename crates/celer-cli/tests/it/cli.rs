@@ -72,6 +72,11 @@ fn help_documents_every_flag() {
 #[test]
 fn bad_flags_exit_2_with_one_line() {
     fails_with(&["serve", "--bogus"], "--bogus");
+    // The hint names the subcommand, not a flag given before the bad one.
+    fails_with(
+        &["serve", "--listen", "tcp://127.0.0.1:1", "--bogus"],
+        "(see 'celer serve --help')",
+    );
     fails_with(&["serve", "--workers", "0"], "--workers");
     fails_with(&["serve", "--workers", "many"], "--workers");
     fails_with(&["serve", "--threading", "fast"], "--threading");

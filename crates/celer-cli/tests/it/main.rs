@@ -3,9 +3,11 @@
 //!
 //! Every wait is bounded by a deadline; no test asserts on a duration.
 
+mod bench_ws;
 mod cli;
 mod files_nginx;
 mod files_wire;
+mod hardening;
 mod http2;
 mod inherited;
 mod serve_static;

@@ -9,7 +9,8 @@ use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::http1::parse::{HEADERS_CAP, Reject};
+use crate::common::Reject;
+use crate::http1::parse::HEADERS_CAP;
 use crate::limits::Limits;
 
 /// What one call to [`Decoder::decode`] produced.

@@ -8,7 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{StatusCode, Version};
 
-use crate::http1::date;
+use crate::common::{ServerHeader, date};
 use crate::http1::io::WriteBuf;
 use crate::http1::parse::tokens;
 
@@ -39,9 +39,6 @@ pub(crate) struct Framed {
     pub(crate) encoder: Encoder,
     pub(crate) keep_alive: bool,
 }
-
-/// The `Server` header the engine adds, if any.
-pub(crate) type ServerHeader = Option<HeaderValue>;
 
 /// Writes the status line and headers; decides the framing.
 ///

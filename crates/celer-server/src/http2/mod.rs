@@ -8,21 +8,15 @@
 //! - `body`: a stream's request data as an [`Incoming`](crate::Incoming)
 //!   body, with the body limit and timeout
 //!
-//! A connection arrives here two ways: after a TLS handshake that chose
-//! ALPN `h2`, or from the HTTP/1.1 engine when a cleartext connection opens
-//! with the HTTP/2 preface (prior knowledge, RFC 9113 §3.3).
+//! `proto` decides that a connection speaks HTTP/2: after a TLS handshake
+//! that chose ALPN `h2`, or when a plain connection opens with the preface
+//! (prior knowledge, RFC 9113 §3.3).
+//!
+//! **Architecture Invariant:** only this module names `h2`, and it never
+//! names `http1` (what both need is in `common`).
 
 mod body;
 mod conn;
 
 pub(crate) use body::H2Body;
 pub(crate) use conn::serve_connection;
-
-/// The client connection preface (RFC 9113 §3.4).
-pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// True when `buf` is the start of the preface (or all of it and more).
-pub(crate) fn starts_preface(buf: &[u8]) -> bool {
-    let n = buf.len().min(PREFACE.len());
-    buf[..n] == PREFACE[..n]
-}

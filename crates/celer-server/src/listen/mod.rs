@@ -31,9 +31,17 @@ pub enum Listen {
     },
     /// `unix:PATH`.
     Unix(PathBuf),
-    /// `fd:N`.
+    /// `fd:N`: a listening stream socket (IPv4, IPv6 or UNIX) the parent
+    /// process handed over. Binding checks it before taking it over and
+    /// leaves it open when refusing it; descriptors 0–2 are refused, and a
+    /// descriptor is taken over once per process (naming it twice is an
+    /// error, not two owners).
     Fd(RawFd),
-    /// `systemd` or `systemd:NAME`.
+    /// `systemd` or `systemd:NAME`: the sockets systemd passed (all, or
+    /// those named NAME in `LISTEN_FDNAMES`), checked as [`Listen::Fd`]'s.
+    /// The first bind reads `LISTEN_PID`, `LISTEN_FDS` and `LISTEN_FDNAMES`
+    /// and removes them from the environment, as `sd_listen_fds(3)` does, so
+    /// bind it before starting threads that read the environment.
     Systemd(Option<String>),
 }
 
@@ -229,3 +237,6 @@ impl Listener {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

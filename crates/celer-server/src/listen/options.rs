@@ -2,9 +2,10 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use socket2::{Domain, SockAddr, Socket, Type};
@@ -21,7 +22,10 @@ pub struct BindOptions {
     /// Listen backlog. Default is [`BACKLOG`].
     pub backlog: i32,
     /// `TCP_DEFER_ACCEPT` on Linux: accept only once the client has sent
-    /// data, or after this long. Default is 10 s; `None` turns it off.
+    /// data, or after this long (the kernel rounds up to its SYN-ACK
+    /// retransmission schedule: 1 s gives 1–3 s). The head timeout starts
+    /// at accept, so a silent connection lasts this plus the head timeout.
+    /// Default is 1 s; `None` turns it off.
     pub defer_accept: Option<Duration>,
     /// Set `TCP_NODELAY` (accepted sockets inherit it). Default is true.
     pub nodelay: bool,
@@ -34,7 +38,7 @@ impl Default for BindOptions {
     fn default() -> Self {
         BindOptions {
             backlog: BACKLOG,
-            defer_accept: Some(Duration::from_secs(10)),
+            defer_accept: Some(Duration::from_secs(1)),
             nodelay: true,
             unix_mode: None,
         }
@@ -123,21 +127,10 @@ fn remove_stale(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Wraps an inherited listening socket.
+/// Wraps an inherited listening socket, once [`check_listener`] accepts it
+/// (see `sys::adopt_fd` for what else is refused).
 pub(super) fn adopt(fd: RawFd, opts: &BindOptions) -> io::Result<Listener> {
-    let socket = Socket::from(sys::adopt_fd(fd)?);
-    if !socket.is_listener()? {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "descriptor is not a listening socket",
-        ));
-    }
-    if socket.r#type()? != Type::STREAM {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "descriptor is not a stream socket",
-        ));
-    }
+    let socket = Socket::from(sys::adopt_fd(fd, check_listener)?);
     socket.set_nonblocking(true)?;
     let local = socket.local_addr()?;
     if local.is_unix() {
@@ -150,35 +143,91 @@ pub(super) fn adopt(fd: RawFd, opts: &BindOptions) -> io::Result<Listener> {
     Ok(Listener::Tcp(socket.into()))
 }
 
-/// The sockets systemd passed (sd_listen_fds(3)): `LISTEN_PID` must be this
-/// process, `LISTEN_FDS` counts descriptors from 3, `LISTEN_FDNAMES` names them.
-pub(super) fn systemd(name: Option<&str>, opts: &BindOptions) -> io::Result<Vec<Listener>> {
-    let missing = |what: &str| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no sockets from systemd ({what})"),
-        )
+/// Accepts a descriptor that is a listening stream socket of a family the
+/// server serves (IPv4, IPv6, UNIX), looking at it through a borrow.
+pub(super) fn check_listener(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let invalid = |msg: &str| io::Error::new(io::ErrorKind::InvalidInput, msg.to_owned());
+    let socket = socket2::SockRef::from(&fd);
+    let domain = match socket.domain() {
+        Ok(domain) => domain,
+        Err(err) if err.raw_os_error() == Some(libc::ENOTSOCK) => {
+            return Err(invalid("descriptor is not a socket"));
+        }
+        Err(err) => return Err(err),
     };
-    let pid = std::env::var("LISTEN_PID").map_err(|_| missing("LISTEN_PID is not set"))?;
+    if ![Domain::IPV4, Domain::IPV6, Domain::UNIX].contains(&domain) {
+        return Err(invalid(
+            "descriptor is a socket of a family the server does not serve (not IPv4, IPv6 or UNIX)",
+        ));
+    }
+    if socket.r#type()? != Type::STREAM {
+        return Err(invalid("descriptor is not a stream socket"));
+    }
+    if !socket.is_listener()? {
+        return Err(invalid("descriptor is not a listening socket"));
+    }
+    Ok(())
+}
+
+/// The sockets systemd passed, read from the environment once.
+static SYSTEMD: OnceLock<Result<Vec<(RawFd, String)>, String>> = OnceLock::new();
+
+/// Reads systemd's variables (sd_listen_fds(3)): `LISTEN_PID` must be this
+/// process, `LISTEN_FDS` counts descriptors from 3, `LISTEN_FDNAMES` names
+/// them. Once read they are removed from the environment.
+fn systemd_env() -> Result<Vec<(RawFd, String)>, String> {
+    let pid = std::env::var("LISTEN_PID").map_err(|_| "LISTEN_PID is not set".to_owned())?;
     if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
-        return Err(missing("LISTEN_PID is another process"));
+        return Err("LISTEN_PID is another process".to_owned());
     }
     let count = std::env::var("LISTEN_FDS")
         .ok()
-        .and_then(|n| n.trim().parse::<i32>().ok())
-        .ok_or_else(|| missing("LISTEN_FDS is not set"))?;
+        .and_then(|n| n.trim().parse::<u16>().ok())
+        .ok_or_else(|| "LISTEN_FDS is not set".to_owned())?;
     let names = std::env::var("LISTEN_FDNAMES").unwrap_or_default();
+    sys::unset_listen_env();
     let names: Vec<&str> = names.split(':').collect();
+    Ok((0..count)
+        .map(|i| {
+            let name = names.get(usize::from(i)).copied().unwrap_or("");
+            (3 + RawFd::from(i), name.to_owned())
+        })
+        .collect())
+}
+
+/// The sockets systemd passed, all of them or those named `name`. Each is
+/// adopted once: `systemd` and `systemd:NAME` together name some twice,
+/// which is an error rather than two owners.
+pub(super) fn systemd(name: Option<&str>, opts: &BindOptions) -> io::Result<Vec<Listener>> {
+    let passed = SYSTEMD
+        .get_or_init(systemd_env)
+        .as_ref()
+        .map_err(|what| missing_systemd(what))?;
+    systemd_from(passed, name, opts)
+}
+
+fn missing_systemd(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no sockets from systemd ({what})"),
+    )
+}
+
+/// [`systemd`] on the list of passed sockets `passed`.
+pub(super) fn systemd_from(
+    passed: &[(RawFd, String)],
+    name: Option<&str>,
+    opts: &BindOptions,
+) -> io::Result<Vec<Listener>> {
     let mut out = Vec::new();
-    for i in 0..count {
-        let fd_name = names.get(i as usize).copied().unwrap_or("");
+    for (fd, fd_name) in passed {
         if name.is_some_and(|want| want != fd_name) {
             continue;
         }
-        out.push(adopt(3 + i, opts)?);
+        out.push(adopt(*fd, opts)?);
     }
     if out.is_empty() {
-        return Err(missing("no socket has that name"));
+        return Err(missing_systemd("no socket has that name"));
     }
     Ok(out)
 }

@@ -1,81 +1,50 @@
-//! The TLS handshake in front of a connection, then the protocol the client
-//! and server agreed on through ALPN (RFC 7301).
+//! The TLS handshake in front of a connection: the transport it yields
+//! knows the protocol agreed through ALPN (RFC 7301) but nothing of HTTP;
+//! `proto` chooses the engine.
 
-use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::sync::OwnedSemaphorePermit;
-
-use crate::http1::{self, Http1Config};
-use crate::http2;
-use crate::serve::HttpService;
 use crate::shutdown::Shutdown;
-use crate::tls::handshake::handshake;
+use crate::tls::TlsConfig;
+use crate::tls::admission::Slot;
+use crate::tls::handshake::handshake_admitted;
 use crate::tls::stream::TlsStream;
-use crate::tls::{ALPN_H2, ALPN_HTTP1, TlsConfig};
 use crate::transport::Transport;
 
-/// Completes the handshake on `io` within the handshake timeout, releases
-/// the handshake slot `permit`, then serves the connection.
+/// Completes the handshake on `io` within `timeout`, then releases the
+/// handshake slot `slot`; the established stream reports the negotiated
+/// ALPN protocol ([`TlsStream::alpn_protocol`]).
 ///
-/// A handshake that fails, times out or is cut short by shutdown closes
-/// the connection; the client sees an alert or a close, never a response.
-pub(crate) async fn serve_connection<I, S>(
+/// `None` when the handshake failed, timed out, was shed for a newer one
+/// at the cap (`admission`) or was cut short by shutdown: the connection
+/// closes, and the client sees an alert or a close, never a response.
+pub(crate) async fn accept<I: Transport>(
     mut io: I,
     tls: &TlsConfig,
-    permit: OwnedSemaphorePermit,
-    service: S,
-    config: Arc<Http1Config>,
-    shutdown: Shutdown,
-) where
-    I: Transport,
-    S: HttpService,
-{
-    let timeout = config.limits.tls_handshake_timeout;
-    let handshake = tokio::time::timeout(timeout, handshake(&mut io, tls));
+    slot: Slot,
+    timeout: Duration,
+    shutdown: &Shutdown,
+) -> Option<TlsStream<I>> {
+    let handshake = tokio::time::timeout(timeout, handshake_admitted(&mut io, tls, &slot));
     let established = tokio::select! {
         biased;
-        () = shutdown.started() => return,
-        done = handshake => match done {
-            Ok(Ok(established)) => established,
-            Ok(Err(err)) => {
-                tracing::debug!(target: "celer::tls", error = %err, "handshake failed");
-                return;
+        () = shutdown.started() => return None,
+        done = slot.run(handshake) => match done {
+            None => {
+                tracing::debug!(target: "celer::tls", "handshake shed for a newer connection");
+                return None;
             }
-            Err(_) => {
+            Some(Ok(Ok(established))) => established,
+            Some(Ok(Err(err))) => {
+                tracing::debug!(target: "celer::tls", error = %err, "handshake failed");
+                return None;
+            }
+            Some(Err(_)) => {
                 tracing::debug!(target: "celer::tls", "handshake timed out");
-                return;
+                return None;
             }
         },
     };
-    drop(permit);
-    dispatch(TlsStream::new(io, established), service, config, shutdown).await;
-}
-
-/// Serves an established TLS connection with the protocol ALPN chose; a
-/// client that offered no ALPN speaks HTTP/1.1.
-async fn dispatch<I, S>(
-    stream: TlsStream<I>,
-    service: S,
-    config: Arc<Http1Config>,
-    shutdown: Shutdown,
-) where
-    I: Transport,
-    S: HttpService,
-{
-    match stream.alpn_protocol() {
-        // RFC 9113 §3.2: "h2" over TLS. Served whenever the TLS
-        // configuration offered it, whatever `Builder::http2` says of
-        // cleartext.
-        Some(ALPN_H2) => {
-            http2::serve_connection(stream, service, config, shutdown.watch()).await;
-        }
-        None | Some(ALPN_HTTP1) => {
-            http1::serve_connection(stream, service, config, &shutdown).await
-        }
-        Some(other) => {
-            // `TlsBuilder::build` admits only served protocols, so rustls
-            // cannot agree on another; close rather than guess.
-            tracing::warn!(target: "celer::tls", protocol = ?String::from_utf8_lossy(other), "no engine for the negotiated protocol");
-        }
-    }
+    drop(slot);
+    Some(TlsStream::new(io, established))
 }

@@ -208,8 +208,8 @@ impl TlsBuilder {
     }
 }
 
-/// The crypto provider: aws-lc-rs (ARCHITECTURE.md, "TLS crypto provider",
-/// records the measurement against ring), with AES-128-GCM preferred over
+/// The crypto provider: aws-lc-rs (docs/decisions/030 records the
+/// measurement against ring), with AES-128-GCM preferred over
 /// AES-256-GCM and ChaCha20-Poly1305 in both TLS versions: its SHA-256 key
 /// schedule makes a full handshake about 30% cheaper than AES-256-GCM's
 /// SHA-384 one, and its records are cheaper too (`bench/tls-provider`).

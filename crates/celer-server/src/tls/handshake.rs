@@ -16,7 +16,9 @@ use rustls::server::{Acceptor, UnbufferedServerConnection};
 use rustls::unbuffered::{ConnectionState, EncodeError, EncodeTlsData, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::limits::TLS_CLIENT_HELLO_TIMEOUT;
 use crate::tls::TlsConfig;
+use crate::tls::admission::Slot;
 use crate::tls::record::{MAX_RECORD, RecordLayer};
 
 /// Most bytes buffered from the client during a handshake: rustls's own
@@ -51,12 +53,53 @@ enum Step {
 
 /// Runs the handshake on `io`. On failure the client is sent the alert
 /// rustls chose (best effort) and the error says why.
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) async fn handshake<I>(io: &mut I, tls: &TlsConfig) -> io::Result<Established>
 where
     I: AsyncRead + AsyncWrite + Unpin,
 {
+    handshake_inner(io, tls, None).await
+}
+
+/// Runs the handshake on `io` in the admission slot `slot`: the whole
+/// ClientHello must arrive within [`TLS_CLIENT_HELLO_TIMEOUT`] of the
+/// start, and the slot learns when it has.
+pub(crate) async fn handshake_admitted<I>(
+    io: &mut I,
+    tls: &TlsConfig,
+    slot: &Slot,
+) -> io::Result<Established>
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    handshake_inner(io, tls, Some(slot)).await
+}
+
+async fn handshake_inner<I>(
+    io: &mut I,
+    tls: &TlsConfig,
+    slot: Option<&Slot>,
+) -> io::Result<Established>
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
     let mut inbuf = BytesMut::with_capacity(HANDSHAKE_READ);
-    let config = read_client_hello(io, tls, &mut inbuf).await?;
+    let config = match slot {
+        Some(slot) => {
+            let hello = read_client_hello(io, tls, &mut inbuf);
+            let config = tokio::time::timeout(TLS_CLIENT_HELLO_TIMEOUT, hello)
+                .await
+                .map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no whole ClientHello within the ClientHello timeout",
+                    )
+                })??;
+            slot.hello_received();
+            config
+        }
+        None => read_client_hello(io, tls, &mut inbuf).await?,
+    };
     let mut conn = UnbufferedServerConnection::new(config).map_err(invalid)?;
     let mut out = Vec::new();
     let mut early = Vec::new();

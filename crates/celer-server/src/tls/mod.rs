@@ -4,8 +4,10 @@
 //!
 //! - `config`: [`TlsConfig`] and [`TlsBuilder`]: PEM loading with errors
 //!   naming the file, the SNI resolver, versions, ALPN, resumption, reload
-//! - `accept`: the handshake (timeout, concurrent-handshake cap) and the
-//!   dispatch on the negotiated ALPN protocol
+//! - `accept`: the handshake (timeout, ClientHello deadline), yielding a
+//!   `TlsStream` that reports the ALPN protocol
+//! - `admission`: the concurrent-handshake cap, which sheds the least
+//!   advanced pending handshake rather than pause the listener
 //! - `handshake`: the handshake through rustls's unbuffered API, with the
 //!   configuration chosen on the ClientHello; hands the keys over
 //! - `record`: the record layer after the handshake, no IO: opens records in
@@ -13,28 +15,31 @@
 //! - `aead`: one record's protection with ring's AEADs, in place, as rustls
 //!   would do it byte for byte
 //! - `stream`: `TlsStream`, the engine's transport over `record`
-//! - `redirect`: the plain-HTTP listener service answering 308 to `https`
+//! - `differential`: the record layer against rustls's client (fuzzing and
+//!   tests only)
 //!
 //! rustls does the handshake and derives the keys; after the handshake it
 //! hands over the traffic keys (its "kernel" API, made for kTLS) and the
 //! records are framed and protected here with ring's AEADs, so that a
 //! request's bytes are decrypted where they were read and a response is
 //! copied once from the engine's buffers into the record it is sealed in,
-//! with no copy through rustls's own buffers (ARCHITECTURE.md, "What TLS
-//! costs a keep-alive request").
+//! with no copy through rustls's own buffers (docs/decisions/032).
 //!
-//! **Architecture Invariant:** only this module names rustls.
+//! **Architecture Invariant:** only this module names rustls, and it names
+//! no protocol engine: TLS is a transport; `proto` chooses what runs on it.
 
 mod accept;
+mod admission;
 mod aead;
 mod config;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod differential;
 mod handshake;
 mod record;
-mod redirect;
 mod stream;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use accept::serve_connection;
+pub(crate) use accept::accept;
+pub(crate) use admission::{Handshakes, Slot};
 pub use config::{ALPN_H2, ALPN_HTTP1, CertInfo, TlsBuilder, TlsConfig};
-pub(crate) use redirect::Redirect;

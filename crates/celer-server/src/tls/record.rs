@@ -40,9 +40,11 @@ pub(crate) const MAX_RECORD: usize = HEADER_LEN + MAX_FRAGMENT + 2048;
 /// Consecutive empty application data records accepted (rustls's limit).
 const EMPTY_RECORDS_MAX: u8 = 32;
 
-/// Key update requests accepted between two application data records
-/// (rustls's and BoringSSL's limit).
-const KEY_UPDATE_REQUESTS_MAX: u8 = 32;
+/// Key updates accepted between two application data records, requested
+/// or not: each costs an HKDF derivation, so a client may not send them
+/// without end (rustls counts every KeyUpdate against this limit, as
+/// BoringSSL does).
+pub(crate) const KEY_UPDATES_MAX: u8 = 32;
 
 /// Warning alerts accepted on a connection (rustls's and BoringSSL's limit).
 const WARNING_ALERTS_MAX: u8 = 4;
@@ -141,9 +143,12 @@ pub(crate) struct RecordLayer {
     /// A warning alert owed to the client (`no_renegotiation`).
     alert_owed: Option<AlertDescription>,
     empty_records_left: u8,
-    key_update_requests_left: u8,
+    key_updates_left: u8,
     warning_alerts_left: u8,
     renegotiations_left: u8,
+    /// Our `close_notify` or a fatal alert is sealed: no record follows it
+    /// (RFC 8446 §6.1: nothing is sent after a closure alert).
+    write_closed: bool,
 }
 
 impl std::fmt::Debug for RecordLayer {
@@ -184,14 +189,16 @@ impl RecordLayer {
             key_update_owed: false,
             alert_owed: None,
             empty_records_left: EMPTY_RECORDS_MAX,
-            key_update_requests_left: KEY_UPDATE_REQUESTS_MAX,
+            key_updates_left: KEY_UPDATES_MAX,
             warning_alerts_left: WARNING_ALERTS_MAX,
             renegotiations_left: 1,
+            write_closed: false,
         })
     }
 
-    /// Lowers the number of records sealed with one key (tests reach it).
-    #[cfg(test)]
+    /// Lowers the number of records sealed with one key (tests and the
+    /// differential fuzz target reach it).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn set_write_limit(&mut self, records: u64) {
         self.write_limit = records;
     }
@@ -259,7 +266,7 @@ impl RecordLayer {
             return Ok(Opened::Control);
         }
         self.empty_records_left = EMPTY_RECORDS_MAX;
-        self.key_update_requests_left = KEY_UPDATE_REQUESTS_MAX;
+        self.key_updates_left = KEY_UPDATES_MAX;
         Ok(Opened::Data(range))
     }
 
@@ -313,6 +320,12 @@ impl RecordLayer {
             // rustls's messages to a server never need more than one.
             return match payload {
                 [KEY_UPDATE, 0, 0, 1, request @ (0 | 1)] => self.key_update(*request == 1),
+                // §4.6.3: a request_update other than 0 or 1 is an
+                // illegal_parameter.
+                [KEY_UPDATE, 0, 0, 1, _] => Err(Fatal::message(
+                    AlertDescription::IllegalParameter,
+                    "unknown key update request",
+                )),
                 [KEY_UPDATE, ..] => Err(Fatal::message(
                     AlertDescription::DecodeError,
                     "malformed key update",
@@ -337,14 +350,16 @@ impl RecordLayer {
     }
 
     fn key_update(&mut self, requested: bool) -> Result<Opened, Fatal> {
+        // Every key update counts, requested or not: each one costs an
+        // HKDF derivation.
+        if self.key_updates_left == 0 {
+            return Err(Fatal::message(
+                AlertDescription::UnexpectedMessage,
+                "too many key updates",
+            ));
+        }
+        self.key_updates_left -= 1;
         if requested {
-            if self.key_update_requests_left == 0 {
-                return Err(Fatal::message(
-                    AlertDescription::UnexpectedMessage,
-                    "too many key update requests",
-                ));
-            }
-            self.key_update_requests_left -= 1;
             self.key_update_owed = true;
         }
         let (seq, secrets) = self.kernel.update_rx_secret().map_err(internal)?;
@@ -356,7 +371,7 @@ impl RecordLayer {
     /// True when the TLS layer owes the client a record before more data
     /// (see [`RecordLayer::seal_pending`]).
     pub(crate) fn has_pending(&self) -> bool {
-        self.alert_owed.is_some() || (self.tls13 && self.key_update_owed)
+        !self.write_closed && (self.alert_owed.is_some() || (self.tls13 && self.key_update_owed))
     }
 
     /// True when [`RecordLayer::seal_pending`] has a record to seal: one
@@ -370,6 +385,10 @@ impl RecordLayer {
     /// `out`: a `no_renegotiation` warning; our key update, when the client
     /// asked for one or our key is worn out (TLS 1.3).
     pub(crate) fn seal_pending(&mut self, out: &mut BytesMut) -> Result<(), Fatal> {
+        if self.write_closed {
+            // Nothing follows our closure alert; what was owed is moot.
+            return Ok(());
+        }
         if let Some(description) = self.alert_owed.take() {
             self.seal_alert(description, false, out)?;
         }
@@ -391,19 +410,25 @@ impl RecordLayer {
     /// Seals the first `len` bytes of `data` (which holds at least that
     /// many) as application data records of up to [`MAX_FRAGMENT`] bytes
     /// each, after what [`RecordLayer::seal_pending`] owes, at the end of
-    /// `out`.
+    /// `out`; returns how many bytes it sealed: all of them unless a TLS
+    /// 1.2 key wore out on the way.
     ///
     /// Each record is written in place: its header, then its plaintext
     /// copied from `data` (from as many slices as it spans), then sealed
     /// where it lies with its tag appended, so the records of one write lie
     /// back to back, ready for one `write`. On an error the records sealed
     /// before it stay in `out` (their sequence numbers are spent).
+    ///
+    /// A TLS 1.2 key that has sealed its limit of records cannot be
+    /// replaced: the bytes sealed before the limit are reported, and the
+    /// next call fails with `close_notify` as the alert to send, the way
+    /// rustls closes then (its `PreEncryptAction::RefreshOrClose`).
     pub(crate) fn seal(
         &mut self,
         data: &[IoSlice<'_>],
         len: usize,
         out: &mut BytesMut,
-    ) -> Result<(), Fatal> {
+    ) -> Result<usize, Fatal> {
         // Room for every record at once, so the buffer grows once at most.
         out.reserve(len + len.div_ceil(MAX_FRAGMENT) * MAX_OVERHEAD);
         let mut plaintext = Plaintext::new(data);
@@ -412,17 +437,28 @@ impl RecordLayer {
             if self.owes_record() {
                 self.seal_pending(out)?;
             }
+            if !self.tls13 && self.write_seq >= self.write_limit {
+                if left < len {
+                    return Ok(len - left);
+                }
+                return Err(Fatal::message(
+                    AlertDescription::CloseNotify,
+                    "TLS 1.2 traffic key exhausted",
+                ));
+            }
             let fragment = left.min(MAX_FRAGMENT);
             self.seal_one(ContentType::ApplicationData, out, |out| {
                 plaintext.copy_to(fragment, out);
             })?;
             left -= fragment;
         }
-        Ok(())
+        Ok(len)
     }
 
     /// Seals an alert at the end of `out`: a warning (`close_notify`,
-    /// `no_renegotiation`) or the fatal one of a [`Fatal`].
+    /// `no_renegotiation`) or the fatal one of a [`Fatal`]. After
+    /// `close_notify` or a fatal alert nothing more is sealed, this
+    /// included.
     pub(crate) fn seal_alert(
         &mut self,
         description: AlertDescription,
@@ -431,7 +467,11 @@ impl RecordLayer {
     ) -> Result<(), Fatal> {
         let level = if fatal { 2 } else { 1 };
         let alert = [level, u8::from(description)];
-        self.seal_one(ContentType::Alert, out, |out| out.extend_from_slice(&alert))
+        self.seal_one(ContentType::Alert, out, |out| out.extend_from_slice(&alert))?;
+        if fatal || description == AlertDescription::CloseNotify {
+            self.write_closed = true;
+        }
+        Ok(())
     }
 
     /// Seals one record of type `typ` at the end of `out`, whose plaintext
@@ -442,6 +482,13 @@ impl RecordLayer {
         out: &mut BytesMut,
         fill: impl FnOnce(&mut BytesMut),
     ) -> Result<(), Fatal> {
+        // RFC 8446 §6.1: nothing is sent after a closure alert.
+        if self.write_closed {
+            return Err(Fatal {
+                alert: None,
+                error: Error::General("record after the closure alert".to_owned()),
+            });
+        }
         // Data stops at the key's limit (TLS 1.3 changes keys before it,
         // TLS 1.2 cannot: rustls closes then too); a key update or an alert
         // may still go out, short of the sequence space's end.

@@ -11,15 +11,19 @@
 //! and the output buffer once its records are sent (one pool for both, so
 //! a keep-alive request and its response cycle through one buffer).
 //!
-//! **A write is reported only once its records are on the socket.** A record
-//! cannot be taken back once sealed (its sequence number is spent), so when
-//! the socket takes only part of them the write answers `Pending` and keeps
-//! the count of plaintext bytes already sealed; the caller's next write,
-//! which retries the same bytes (and may offer more after them), sends the
-//! rest and reports that count without sealing the bytes again. Every writer
-//! in the crate retries that way (the HTTP/1.1 engine's write buffer, h2's,
-//! `write_all`), and it means the engine, which never calls `poll_flush`,
-//! never mistakes output held here for output sent.
+//! **Writes keep the ordinary `AsyncWrite` contract.** A write that returns
+//! `Pending` has taken none of the caller's bytes, so a caller may drop it
+//! (a `select!` that picks another branch) and later write other bytes; a
+//! write that returns `Ready(Ok(n))` has sealed those `n` bytes. A record
+//! cannot be taken back once sealed (its sequence number is spent), so a
+//! write seals only when no earlier records wait for the socket: it sends
+//! what waits first, answering `Pending` (and taking nothing) while the
+//! socket is full. The records of the write itself go out at once as far as
+//! the socket takes them; the rest wait in the output buffer, at most one
+//! write's worth ([`WRITE_MAX`] of plaintext), and go out on the next write,
+//! `poll_flush` or `poll_shutdown`. A writer that stops writing therefore
+//! flushes, as with any buffered writer: the HTTP/1.1 engine and h2 do
+//! before they wait for the client.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -107,9 +111,6 @@ pub(crate) struct TlsStream<I> {
     out: BytesMut,
     /// Bytes at the front of `out` already sent.
     out_sent: usize,
-    /// Plaintext bytes sealed into `out` that the writer was not yet told
-    /// were written (see the module docs).
-    owed: usize,
     read: ReadState,
     write: WriteState,
 }
@@ -120,7 +121,7 @@ impl<I> std::fmt::Debug for TlsStream<I> {
             .field("records", &self.records)
             .field("read", &self.read)
             .field("write", &self.write)
-            .field("owed", &self.owed)
+            .field("unsent", &(self.out.len() - self.out_sent))
             .finish_non_exhaustive()
     }
 }
@@ -151,7 +152,6 @@ impl<I: Transport> TlsStream<I> {
             plain: 0..0,
             out: BytesMut::new(),
             out_sent: 0,
-            owed: 0,
             read: if peer_closed {
                 ReadState::Closed
             } else {
@@ -166,8 +166,9 @@ impl<I: Transport> TlsStream<I> {
         self.alpn.as_deref()
     }
 
-    /// Lowers the number of records sealed with one key (tests reach it).
-    #[cfg(test)]
+    /// Lowers the number of records sealed with one key (tests and the
+    /// differential fuzz target reach it).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn set_write_limit(&mut self, records: u64) {
         self.records.set_write_limit(records);
     }
@@ -189,6 +190,8 @@ impl<I: Transport> TlsStream<I> {
             }
             Ok(Opened::Control) => {
                 self.inbuf.advance(len);
+                // Nothing is owed once our close_notify or an alert is
+                // sealed (`has_pending` is false then).
                 if self.records.has_pending() {
                     // An answer (our key update, a refused renegotiation):
                     // sent now if the socket takes it, else before the next
@@ -269,8 +272,11 @@ impl<I: Transport> TlsStream<I> {
         tracing::debug!(target: "celer::tls", error = %fatal.error, "connection failed");
         if let Some(alert) = fatal.alert {
             if self.write == WriteState::Open {
-                // Best effort: the connection fails either way.
-                let _ = self.records.seal_alert(alert, true, held(&mut self.out));
+                // Best effort: the connection fails either way. A worn-out
+                // TLS 1.2 key ends with close_notify, a warning; every
+                // other alert here is fatal.
+                let fatal = alert != rustls::AlertDescription::CloseNotify;
+                let _ = self.records.seal_alert(alert, fatal, held(&mut self.out));
             }
             let _ = self.poll_send(cx);
         }
@@ -310,7 +316,7 @@ impl<I: Transport> TlsStream<I> {
     ) -> io::Result<usize> {
         let taken = len.min(WRITE_MAX);
         match self.records.seal(bufs, taken, held(&mut self.out)) {
-            Ok(()) => Ok(taken),
+            Ok(sealed) => Ok(sealed),
             Err(fatal) => Err(self.fail(cx, fatal)),
         }
     }
@@ -378,13 +384,10 @@ impl<I: Transport> AsyncWrite for TlsStream<I> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let len: usize = bufs.iter().map(|buf| buf.len()).sum();
-        if this.owed > 0 || !this.out.is_empty() {
+        // Records from before wait first; while they do, nothing of this
+        // write is taken (`Pending` consumes no bytes).
+        if !this.out.is_empty() {
             ready!(this.poll_send(cx))?;
-            let settled = this.owed.min(len);
-            this.owed -= settled;
-            if settled > 0 {
-                return Poll::Ready(Ok(settled));
-            }
         }
         if len == 0 {
             return Poll::Ready(Ok(0));
@@ -405,9 +408,11 @@ impl<I: Transport> AsyncWrite for TlsStream<I> {
             }
         }
         let sealed = this.seal(cx, bufs, len)?;
-        this.owed = sealed;
-        ready!(this.poll_send(cx))?;
-        this.owed = 0;
+        // Sealed is written: what the socket does not take now waits in
+        // `out` for the next write, flush or shutdown.
+        if let Poll::Ready(Err(err)) = this.poll_send(cx) {
+            return Poll::Ready(Err(err));
+        }
         Poll::Ready(Ok(sealed))
     }
 
@@ -424,8 +429,9 @@ impl<I: Transport> AsyncWrite for TlsStream<I> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.write == WriteState::Open {
-            // RFC 8446 §6.1: close_notify before closing the write side.
-            // Best effort: the socket closes either way.
+            // RFC 8446 §6.1: close_notify before closing the write side,
+            // after the records still waiting in `out`. Best effort: the
+            // socket closes either way.
             let _ = this.records.seal_alert(
                 rustls::AlertDescription::CloseNotify,
                 false,

@@ -15,8 +15,9 @@ use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureSch
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 
 use crate::tls::TlsConfig;
+use crate::tls::aead::RecordKey;
 use crate::tls::handshake::handshake;
-use crate::tls::record::{HEADER_LEN, MAX_FRAGMENT};
+use crate::tls::record::{HEADER_LEN, KEY_UPDATES_MAX, MAX_FRAGMENT};
 use crate::tls::stream::TlsStream;
 use crate::transport::Transport;
 
@@ -105,6 +106,9 @@ fn client_config(version: Version, chacha: bool) -> Arc<ClientConfig> {
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
         .with_no_client_auth();
+    let mut config = config;
+    // `RawClient` takes the keys over after the handshake.
+    config.enable_secret_extraction = true;
     Arc::new(config)
 }
 
@@ -231,6 +235,140 @@ impl Client {
             rest = &rest[(HEADER_LEN + len).min(rest.len())..];
         }
         lengths
+    }
+}
+
+/// The TLS 1.3 traffic secrets a client logged (its `KeyLog`).
+#[derive(Debug, Default)]
+struct LoggedSecrets(std::sync::Mutex<Vec<(String, Vec<u8>)>>);
+
+impl rustls::KeyLog for LoggedSecrets {
+    fn log(&self, label: &str, _: &[u8], secret: &[u8]) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((label.to_owned(), secret.to_vec()));
+    }
+}
+
+/// HKDF-Expand-Label with SHA-256 (RFC 8446 §7.1), empty context.
+fn expand_label(secret: &[u8], label: &str, len: usize) -> Vec<u8> {
+    struct Len(usize);
+    impl ring::hkdf::KeyType for Len {
+        fn len(&self) -> usize {
+            self.0
+        }
+    }
+    let label = format!("tls13 {label}");
+    let mut info = Vec::new();
+    info.extend_from_slice(&(len as u16).to_be_bytes());
+    info.push(label.len() as u8);
+    info.extend_from_slice(label.as_bytes());
+    info.push(0);
+    let prk = ring::hkdf::Prk::new_less_safe(ring::hkdf::HKDF_SHA256, secret);
+    let mut out = vec![0; len];
+    prk.expand(&[&info], Len(len))
+        .unwrap()
+        .fill(&mut out)
+        .unwrap();
+    out
+}
+
+/// A TLS 1.3 ChaCha20-Poly1305 client past its handshake that seals its
+/// own records with the keys rustls agreed, so that it can send what
+/// rustls's client never does (a KeyUpdate that requests nothing, an
+/// unknown request value).
+struct RawClient {
+    io: Box<dyn Pipe>,
+    /// The client's current traffic secret, for its next key.
+    secret: Vec<u8>,
+    tx: RecordKey,
+    tx_seq: u64,
+    rx: RecordKey,
+    rx_seq: u64,
+}
+
+impl RawClient {
+    /// Connects with rustls's client, then takes its keys over.
+    async fn connect() -> (RawClient, TlsStream<DuplexStream>) {
+        let log = Arc::new(LoggedSecrets::default());
+        let mut config = (*client_config(Version::Tls13, true)).clone();
+        config.key_log = log.clone();
+        let (client, stream) = connect_with(Arc::new(config), 1024 * 1024).await;
+        #[allow(deprecated)] // the kernel API is the unbuffered client's only
+        let secrets = client.conn.dangerous_extract_secrets().unwrap();
+        let secret = log
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(label, _)| label == "CLIENT_TRAFFIC_SECRET_0")
+            .unwrap()
+            .1
+            .clone();
+        let raw = RawClient {
+            io: client.io,
+            secret,
+            tx: RecordKey::new(true, secrets.tx.1).unwrap(),
+            tx_seq: secrets.tx.0,
+            rx: RecordKey::new(true, secrets.rx.1).unwrap(),
+            rx_seq: secrets.rx.0,
+        };
+        (raw, stream)
+    }
+
+    /// Sends one record of type `typ` holding `payload`.
+    async fn send(&mut self, typ: rustls::ContentType, payload: &[u8]) {
+        let mut record = bytes::BytesMut::new();
+        self.tx
+            .seal(self.tx_seq, typ, &mut record, |out| {
+                out.extend_from_slice(payload)
+            })
+            .unwrap();
+        self.tx_seq += 1;
+        self.io.write_all(&record).await.unwrap();
+    }
+
+    /// Sends KeyUpdate with this `request_update` byte (RFC 8446 §4.6.3),
+    /// then seals under the next key as the server expects.
+    async fn key_update(&mut self, request: u8) {
+        self.send(rustls::ContentType::Handshake, &[24, 0, 0, 1, request])
+            .await;
+        // RFC 8446 §7.2: the next secret, then its key and IV (§7.3).
+        self.secret = expand_label(&self.secret, "traffic upd", 32);
+        let key: [u8; 32] = expand_label(&self.secret, "key", 32).try_into().unwrap();
+        let iv: [u8; 12] = expand_label(&self.secret, "iv", 12).try_into().unwrap();
+        let secrets = rustls::ConnectionTrafficSecrets::Chacha20Poly1305 {
+            key: rustls::crypto::cipher::AeadKey::from(key),
+            iv: rustls::crypto::cipher::Iv::new(iv),
+        };
+        self.tx = RecordKey::new(true, secrets).unwrap();
+        self.tx_seq = 0;
+    }
+
+    /// Reads and opens the server's next record other than a session
+    /// ticket: its type and plaintext.
+    async fn recv(&mut self) -> (rustls::ContentType, Vec<u8>) {
+        loop {
+            let (typ, plain) = self.recv_any().await;
+            // RFC 8446 §4.6.1: NewSessionTicket (4), sent after the
+            // handshake, before the client's keys were taken over.
+            if !(typ == rustls::ContentType::Handshake && plain.first() == Some(&4)) {
+                return (typ, plain);
+            }
+        }
+    }
+
+    async fn recv_any(&mut self) -> (rustls::ContentType, Vec<u8>) {
+        let mut header = [0; HEADER_LEN];
+        self.io.read_exact(&mut header).await.unwrap();
+        let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+        let mut record = header.to_vec();
+        record.resize(HEADER_LEN + len, 0);
+        self.io.read_exact(&mut record[HEADER_LEN..]).await.unwrap();
+        let (typ, range) = self.rx.open(self.rx_seq, &mut record).unwrap();
+        self.rx_seq += 1;
+        (typ, record[range].to_vec())
     }
 }
 
@@ -548,6 +686,83 @@ async fn key_update_requests_without_data_between_are_limited() {
 }
 
 #[tokio::test]
+async fn key_updates_that_request_nothing_count_against_the_limit_too() {
+    let (mut client, mut stream) = RawClient::connect().await;
+    // Application data between them starts the count over.
+    for _ in 0..KEY_UPDATES_MAX {
+        client.key_update(0).await;
+    }
+    client
+        .send(rustls::ContentType::ApplicationData, b"still here")
+        .await;
+    let mut buf = [0; 64];
+    let n = stream.read(&mut buf).await.unwrap();
+    assert_eq!(&buf[..n], b"still here");
+    // Then one more than the limit, none of them asking for ours: each
+    // would cost the server an HKDF derivation, so the last is refused.
+    for _ in 0..=KEY_UPDATES_MAX {
+        client.key_update(0).await;
+    }
+    // Bounded: a server that accepted them all would wait for data.
+    let err = celer_test_support::bounded(stream.read(&mut buf))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    drop(stream);
+    // RFC 8446 §6: alert level fatal (2), unexpected_message (10).
+    assert_eq!(
+        client.recv().await,
+        (rustls::ContentType::Alert, vec![2, 10])
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_key_update_request_is_an_illegal_parameter() {
+    for request in [2, 7, 255] {
+        let (mut client, mut stream) = RawClient::connect().await;
+        client
+            .send(rustls::ContentType::Handshake, &[24, 0, 0, 1, request])
+            .await;
+        let mut buf = [0; 64];
+        assert!(
+            celer_test_support::bounded(stream.read(&mut buf))
+                .await
+                .is_err()
+        );
+        drop(stream);
+        // RFC 8446 §4.6.3: illegal_parameter (47), not decode_error.
+        assert_eq!(
+            client.recv().await,
+            (rustls::ContentType::Alert, vec![2, 47])
+        );
+    }
+}
+
+#[tokio::test]
+async fn nothing_is_sealed_after_our_close_notify() {
+    let (mut client, mut stream) = connect(Version::Tls13, 64 * 1024).await;
+    stream.write_all(b"bye").await.unwrap();
+    stream.shutdown().await.unwrap();
+    // The client asks for a key update after our close_notify: the
+    // answer it asks for would be a record after the closure alert.
+    client.conn.refresh_traffic_keys().unwrap();
+    client.send(b"late").await;
+    client.conn.send_close_notify();
+    client.flush().await;
+    let mut got = Vec::new();
+    stream.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"late");
+    assert!(stream.write_all(b"more").await.is_err());
+    drop(stream);
+    assert_eq!(client.recv(usize::MAX).await.unwrap(), b"bye");
+    // Two records since the handshake: "bye" and close_notify (1 + 2 bytes
+    // of plaintext and a 16-byte tag); no key update after them.
+    let records = client.record_lengths();
+    assert_eq!(records[records.len() - 2..], [3 + 1 + 16, 2 + 1 + 16]);
+    client.conn.process_new_packets().unwrap();
+}
+
+#[tokio::test]
 async fn the_server_updates_its_key_before_it_wears_out() {
     let (mut client, mut stream) = connect(Version::Tls13, 1024 * 1024).await;
     stream.set_write_limit(3);
@@ -562,19 +777,23 @@ async fn the_server_updates_its_key_before_it_wears_out() {
 }
 
 #[tokio::test]
-async fn tls12_stops_writing_before_its_key_wears_out() {
+async fn tls12_ends_with_close_notify_when_its_key_wears_out() {
     let (mut client, mut stream) = connect(Version::Tls12, 1024 * 1024).await;
+    // The GCM suites' limit is 2^24 records; three here.
     stream.set_write_limit(3);
-    let err = stream
-        .write_all(&pattern(10 * MAX_FRAGMENT))
-        .await
-        .unwrap_err();
+    let body = pattern(10 * MAX_FRAGMENT);
+    let err = stream.write_all(&body).await.unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
     drop(stream);
-    assert_eq!(
-        client.recv(usize::MAX).await.unwrap_err(),
-        rustls::Error::AlertReceived(rustls::AlertDescription::InternalError)
-    );
+    // Whole records' data up to the limit (the handshake spent one
+    // sequence number), then a clean close_notify, not an alert.
+    let got = client.recv(usize::MAX).await.unwrap();
+    assert_eq!(got.len(), 2 * MAX_FRAGMENT);
+    assert!(body.starts_with(&got));
+    assert!(matches!(
+        client.conn.process_new_packets(),
+        Ok(state) if state.peer_has_closed()
+    ));
 }
 
 #[tokio::test]
@@ -596,23 +815,52 @@ async fn a_socket_that_takes_writes_in_part_gets_every_byte_once() {
 }
 
 #[tokio::test]
-async fn a_write_that_waits_for_the_socket_is_not_reported_written() {
+async fn a_cancelled_write_sends_nothing_and_a_different_write_goes_through() {
+    for version in BOTH {
+        let (mut client, mut stream) = connect(version, 1024).await;
+        let mut cx = Context::from_waker(Waker::noop());
+        // The pipe takes 1 KiB: the first write is sealed and reported
+        // written, most of its records waiting in the stream.
+        let first = pattern(10_000);
+        let Poll::Ready(Ok(n)) = Pin::new(&mut stream).poll_write(&mut cx, &first) else {
+            panic!("the first write is sealed at once");
+        };
+        let mut reported = first[..n].to_vec();
+        // The next write waits for the socket: `Pending`, nothing taken.
+        // Its caller gives up on it (a `select!` taking another branch).
+        let cancelled = vec![b'X'; 5_000];
+        assert!(
+            Pin::new(&mut stream)
+                .poll_write(&mut cx, &cancelled)
+                .is_pending()
+        );
+        // Other bytes then: they follow the first write's, and the
+        // cancelled ones never appear.
+        let reader = tokio::spawn(async move { client.recv(usize::MAX).await.unwrap() });
+        let other = b"other bytes, written after the cancelled write".to_vec();
+        stream.write_all(&other).await.unwrap();
+        stream.flush().await.unwrap();
+        reported.extend_from_slice(&other);
+        stream.shutdown().await.unwrap();
+        assert_eq!(reader.await.unwrap(), reported);
+    }
+}
+
+#[tokio::test]
+async fn records_left_by_a_write_go_out_on_flush() {
     let (mut client, mut stream) = connect(Version::Tls13, 1024).await;
-    let body = pattern(10_000);
-    let mut cx = Context::from_waker(Waker::noop());
-    // The pipe takes 1 KiB: the records are sealed but wait.
-    let first = Pin::new(&mut stream).poll_write(&mut cx, &body);
-    assert!(first.is_pending());
-    // The same bytes again (with more after them) once the client reads:
-    // reported written without being sealed twice.
-    let reader = tokio::spawn(async move { client.recv(body.len()).await.unwrap() });
-    let mut longer = pattern(10_000);
-    longer.extend_from_slice(b"and more");
-    let n = std::future::poll_fn(|cx| Pin::new(&mut stream).poll_write(cx, &longer))
-        .await
-        .unwrap();
-    assert_eq!(n, 10_000);
-    assert_eq!(reader.await.unwrap(), pattern(10_000));
+    let body = pattern(50_000);
+    let sent = body.clone();
+    let server = tokio::spawn(async move {
+        // One write: sealed whole, most of it held for the socket.
+        let n = stream.write(&sent).await.unwrap();
+        assert_eq!(n, sent.len());
+        // No more writes: flush sends the rest, with no shutdown after.
+        stream.flush().await.unwrap();
+        stream
+    });
+    assert_eq!(client.recv(body.len()).await.unwrap(), body);
+    drop(server.await.unwrap());
 }
 
 #[tokio::test]

@@ -125,3 +125,47 @@ async fn a_stalled_body_is_408() {
     assert_eq!(r.status, 408);
     assert!(c.is_closed().await);
 }
+
+/// RFC 9112 §3.2: a Host that is not `uri-host [ ":" port ]` is 400.
+#[tokio::test]
+async fn hosts_outside_the_uri_grammar_are_400() {
+    for host in ["127.0.0.1:abc", "[::1", "::1", "[::1]x", "a:1:2"] {
+        let req = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        refused(req.as_bytes(), 400).await;
+    }
+}
+
+/// RFC 9110 §2.5: a later HTTP/1 minor version is processed as HTTP/1.1;
+/// the answer is HTTP/1.1 and the connection stays open.
+#[tokio::test]
+async fn http_1_2_is_handled_as_http_1_1() {
+    let srv = start_default().await;
+    let mut c = Raw::connect(srv.addr).await;
+    c.send(b"GET /describe HTTP/1.2\r\nHost: x\r\n\r\nGET /hello HTTP/1.9\r\nHost: x\r\n\r\n")
+        .await;
+    let r = c.response().await;
+    assert_eq!(r.status, 200);
+    assert!(r.text().starts_with("GET HTTP/1.1\n"), "{}", r.text());
+    let r = c.response().await;
+    assert_eq!((r.status, r.text().as_str()), (200, "Hello, World!"));
+    assert_eq!(r.header("connection"), None);
+}
+
+/// Found by fuzzing: an over-long request line followed by an unfinished
+/// head is refused at once, not left waiting for the head timeout.
+#[tokio::test]
+async fn a_long_request_line_before_an_unfinished_head_is_414_at_once() {
+    let srv = start(celer_server::Limits {
+        head_timeout: std::time::Duration::from_secs(600),
+        ..celer_server::Limits::default()
+    })
+    .await;
+    let mut c = Raw::connect(srv.addr).await;
+    let line = format!("GET /{} HTTP/1.1\r\nHost: x\r\nX: y", "a".repeat(9000));
+    c.send(line.as_bytes()).await;
+    // The head is unfinished and the head timeout far beyond what a test
+    // step may wait: an answer can only be the line's refusal.
+    let r = c.response().await;
+    assert_eq!(r.status, 414);
+    assert!(c.is_closed().await);
+}

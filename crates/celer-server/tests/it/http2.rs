@@ -17,7 +17,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
-use crate::support::{gate, short_timeouts, start, start_default, start_http1_only};
+use crate::support::{
+    gate, pulled, short_timeouts, start, start_default, start_http1_only, test_file_bytes,
+};
 
 // ---- the h2 client ----
 
@@ -1008,6 +1010,66 @@ async fn a_small_response_waits_in_h2_until_the_window_opens() {
     assert_eq!(data.kind, DATA, "{data:?}");
     assert_eq!(data.payload, b"Hello, World!");
     assert_ne!(data.flags & END_STREAM, 0, "{data:?}");
+}
+
+/// Opens `streams` streams for `path(id)` on a connection whose client
+/// shut every stream window (`SETTINGS_INITIAL_WINDOW_SIZE` 0) and reads
+/// each response head.
+async fn stalled_streams(addr: SocketAddr, streams: u32, path: impl Fn(u32) -> String) -> RawH2 {
+    let (mut c, _) = RawH2::handshake(addr).await;
+    c.send(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 0])).await;
+    c.until(|f| f.kind == SETTINGS && f.flags & ACK != 0).await;
+    for i in 0..streams {
+        c.get(2 * i + 1, &path(2 * i + 1)).await;
+    }
+    for i in 0..streams {
+        let head = c.on_stream(2 * i + 1).await;
+        assert_eq!(head.kind, HEADERS, "{head:?}");
+        assert_eq!(status_of(&head.payload), 200);
+    }
+    c
+}
+
+#[tokio::test]
+async fn a_stalled_client_makes_the_server_read_nothing_ahead() {
+    let srv = start_default().await;
+    // 64 streams of 4 MiB each: before, each stream read a 64 KiB piece
+    // ahead of the client's shut window, 4 MiB in all.
+    let mut c = stalled_streams(srv.addr, 64, |_| "/counted?stall,4194304".into()).await;
+    // Every answer has sent its head and waits: nothing was pulled.
+    assert_eq!(pulled("stall"), 0);
+    // A window of 1,000 bytes on one stream: at most one piece is read.
+    c.send(&frame(WINDOW_UPDATE, 0, 1, &1000u32.to_be_bytes()))
+        .await;
+    let data = c.on_stream(1).await;
+    assert_eq!((data.kind, data.payload.len()), (DATA, 1000), "{data:?}");
+    assert_eq!(pulled("stall"), 64 * 1024);
+}
+
+#[tokio::test]
+async fn a_file_is_read_only_as_far_as_the_window_allows() {
+    let srv = start_default().await;
+    let mut c = stalled_streams(srv.addr, 4, |id| format!("/file?{id},100000")).await;
+    // Windows of 1,000 then 70,000 bytes on stream 3: the data is exactly
+    // the granted bytes of the file (read in pieces of at most the grant).
+    let file = test_file_bytes();
+    c.send(&frame(WINDOW_UPDATE, 0, 3, &1000u32.to_be_bytes()))
+        .await;
+    let data = c.on_stream(3).await;
+    assert_eq!(data.payload, &file[3..1003]);
+    c.send(&frame(WINDOW_UPDATE, 0, 0, &200_000u32.to_be_bytes()))
+        .await;
+    c.send(&frame(WINDOW_UPDATE, 0, 3, &150_000u32.to_be_bytes()))
+        .await;
+    let mut body = data.payload.clone();
+    while body.len() < 100_000 {
+        let f = c.on_stream(3).await;
+        assert_eq!(f.kind, DATA, "{f:?}");
+        assert!(f.payload.len() <= 16 * 1024);
+        body.extend_from_slice(&f.payload);
+        assert_eq!(f.flags & END_STREAM != 0, body.len() == 100_000);
+    }
+    assert!(body == file[3..100_003]);
 }
 
 #[tokio::test]

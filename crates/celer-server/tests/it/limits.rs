@@ -1,8 +1,15 @@
 //! Each limit at its edge: one byte under is served, one over is refused.
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use celer_server::Limits;
+use celer_server::listen::BindOptions;
+use celer_server::{ConnInfo, Incoming, Limits, Listen, Server, Shutdown, Threading};
 use celer_test_support::{Raw, exchange, parse_all};
 
 use crate::support::{short_timeouts, start};
@@ -236,4 +243,113 @@ async fn unread_bodies_past_the_drain_limit_close_the_connection() {
     c.send(&with(5000)[..2000]).await;
     assert_eq!(c.response().await.text(), "ignored");
     assert!(c.is_closed().await);
+}
+
+/// Issue 20, item 3: with one accept loop per worker, `N` clients at a
+/// limit of `N` are all served, whichever worker's listener the kernel
+/// hands each to; one more waits and is served as soon as one leaves; and
+/// no more than `N` connections are ever open.
+#[tokio::test]
+async fn issue_20_the_connection_limit_is_exact_with_2_workers() {
+    the_connection_limit_is_exact(2).await;
+}
+
+/// Issue 20, item 3, with four workers.
+#[tokio::test]
+async fn issue_20_the_connection_limit_is_exact_with_4_workers() {
+    the_connection_limit_is_exact(4).await;
+}
+
+async fn the_connection_limit_is_exact(workers: usize) {
+    const LIMIT: usize = 6;
+    let counts = Arc::new(Counts::default());
+    let bound = Server::builder()
+        .listen(Listen::parse("tcp://127.0.0.1:0").unwrap())
+        .limits(Limits {
+            max_connections: LIMIT,
+            ..Limits::default()
+        })
+        .workers(workers)
+        .threading(Threading::PerCore)
+        .bind_options(BindOptions {
+            defer_accept: None,
+            ..BindOptions::default()
+        })
+        .bind()
+        .expect("bind");
+    let addr = bound.tcp_addr().unwrap();
+    let shutdown = Shutdown::new();
+    let make = {
+        let counts = counts.clone();
+        move |_: &ConnInfo| Counted::new(counts.clone())
+    };
+    let task = tokio::spawn(bound.serve_with(make, shutdown.clone()));
+
+    let hello = b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut open = VecDeque::new();
+    for _ in 0..LIMIT {
+        let mut c = Raw::connect(addr).await;
+        c.send(hello).await;
+        assert_eq!(c.response().await.status, 200);
+        open.push_back(c);
+    }
+    // At the limit: each client that leaves makes room for exactly one
+    // new one, wherever the kernel queues it.
+    for _ in 0..4 * workers {
+        drop(open.pop_front());
+        let mut c = Raw::connect(addr).await;
+        c.send(hello).await;
+        assert_eq!(c.response().await.status, 200);
+        open.push_back(c);
+    }
+    // One past the limit waits for a slot; a client leaving gives it one.
+    let mut extra = Raw::connect(addr).await;
+    extra.send(hello).await;
+    drop(open.pop_front());
+    assert_eq!(extra.response().await.status, 200);
+    for c in &mut open {
+        c.send(hello).await;
+        assert_eq!(c.response().await.status, 200);
+    }
+    assert_eq!(counts.peak.load(Ordering::SeqCst), LIMIT);
+    shutdown.trigger();
+    celer_test_support::bounded(task).await.unwrap().unwrap();
+}
+
+/// Connections open (services alive) now and at most.
+#[derive(Default)]
+struct Counts {
+    live: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+/// The test routes, built once per connection and counted while alive.
+struct Counted(Arc<Counts>);
+
+impl Counted {
+    fn new(counts: Arc<Counts>) -> Counted {
+        let live = counts.live.fetch_add(1, Ordering::SeqCst) + 1;
+        counts.peak.fetch_max(live, Ordering::SeqCst);
+        Counted(counts)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl tower::Service<http::Request<Incoming>> for Counted {
+    type Response = http::Response<crate::support::Body>;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Incoming>) -> Self::Future {
+        Box::pin(crate::support::route(req))
+    }
 }

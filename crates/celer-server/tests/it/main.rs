@@ -5,6 +5,7 @@ mod errors;
 mod files;
 mod http2;
 mod limits;
+mod proto;
 mod server;
 mod shutdown;
 mod support;

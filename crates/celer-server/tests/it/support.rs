@@ -156,6 +156,18 @@ pub(crate) async fn route(mut req: Request<Incoming>) -> Result<Response<Body>, 
             res.extensions_mut().insert(mark);
             res
         }
+        // `/counted?KEY,LEN`: LEN bytes of a body of exact size in 64 KiB
+        // pieces, counting the bytes the server pulls from it under KEY
+        // (`pulled`), to see how far ahead of the client it reads.
+        p if p.starts_with("/counted") => {
+            let (key, len) = req
+                .uri()
+                .query()
+                .and_then(|q| q.split_once(','))
+                .map(|(k, l)| (k.to_owned(), l.parse().unwrap()))
+                .unwrap();
+            Response::new(Counted { key, left: len }.boxed())
+        }
         // A large body, to exercise vectored writes.
         "/big" => text(StatusCode::OK, Bytes::from(vec![b'z'; 1 << 20])),
         // Sleeps, then answers: a request in flight during shutdown.
@@ -241,6 +253,53 @@ impl http_body::Body for Frames {
     ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         std::task::Poll::Ready(self.0.next().map(Ok))
     }
+}
+
+/// A body of zeros that counts what is pulled from it (see `/counted`).
+struct Counted {
+    key: String,
+    left: u64,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let n = self.left.min(64 * 1024);
+        if n == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        self.left -= n;
+        counter(&self.key).fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+        std::task::Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![0; n as usize])))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
+}
+
+/// The counter of bytes pulled from `/counted?KEY,..` bodies.
+fn counter(key: &str) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    use std::collections::HashMap;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static COUNTERS: OnceLock<Mutex<HashMap<String, Arc<AtomicU64>>>> = OnceLock::new();
+    let mut all = COUNTERS.get_or_init(Default::default).lock().unwrap();
+    all.entry(key.to_owned()).or_default().clone()
+}
+
+/// Bytes the server has pulled from `/counted?KEY,..` bodies so far.
+pub(crate) fn pulled(key: &str) -> u64 {
+    counter(key).load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Short timeouts for tests that wait for one to fire.

@@ -13,7 +13,6 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     SignatureAlgorithm,
 };
-use tokio::io::AsyncReadExt;
 
 use crate::support;
 
@@ -573,12 +572,12 @@ async fn a_client_that_never_finishes_the_handshake_is_dropped_at_the_timeout() 
 }
 
 #[tokio::test]
-async fn at_the_handshake_cap_new_clients_wait_until_a_slot_frees() {
+async fn at_the_handshake_cap_the_oldest_idle_handshake_is_shed_for_a_new_client() {
     let pki = Pki::new();
     let pair = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
     let tls = config(&[&pair]);
     let limits = Limits {
-        max_tls_handshakes: 1,
+        max_tls_handshakes: 2,
         tls_handshake_timeout: Duration::from_secs(60),
         ..Limits::default()
     };
@@ -591,20 +590,62 @@ async fn at_the_handshake_cap_new_clients_wait_until_a_slot_frees() {
     )
     .await;
     let url = format!("https://localhost:{}/hello", srv.addr.port());
-    // One client holds the only handshake slot by saying nothing.
-    let mut holder = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-    // Let the server accept it and take the slot.
-    let mut probe_byte = [0u8; 1];
-    let idle = tokio::time::timeout(Duration::from_millis(200), holder.read(&mut probe_byte)).await;
-    assert!(idle.is_err(), "the server answered a silent client");
-    // A real client is not served while the slot is held.
-    let (ok, text) = curl(srv.addr, "localhost", &pki.ca, &["--max-time", "1", &url]).await;
-    assert!(!ok, "served past the handshake cap: {text}");
-    // Once the holder leaves, clients are served again.
-    drop(holder);
+    // Two clients hold both handshake slots, each having sent the first
+    // byte of a record and nothing more.
+    let mut oldest = Raw::connect(srv.addr).await;
+    oldest.send(&[0x16]).await;
+    let mut second = Raw::connect(srv.addr).await;
+    second.send(&[0x16]).await;
+    // A real client is still served: the listener does not pause, and its
+    // connection takes the slot of the oldest one waiting for a ClientHello.
     let (ok, text) = curl(srv.addr, "localhost", &pki.ca, &[&url]).await;
     assert!(ok, "{text}");
     assert!(text.contains("Hello, World!"), "{text}");
+    assert!(
+        oldest.is_closed().await,
+        "the oldest idle handshake was shed"
+    );
+    // A third real client sheds the second idle one in turn.
+    let (ok, text) = curl(srv.addr, "localhost", &pki.ca, &[&url]).await;
+    assert!(ok, "{text}");
+    assert!(second.is_closed().await);
+}
+
+#[tokio::test]
+async fn a_connection_without_a_client_hello_is_closed_long_before_the_handshake_timeout() {
+    let pki = Pki::new();
+    let pair = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    let tls = config(&[&pair]);
+    // A handshake timeout far past the test's own bound: only the
+    // ClientHello deadline (3 s) can close these.
+    let limits = Limits {
+        tls_handshake_timeout: Duration::from_secs(3600),
+        ..Limits::default()
+    };
+    let srv = start(
+        &tls,
+        Options {
+            limits,
+            ..Options::default()
+        },
+    )
+    .await;
+    assert!(celer_server::limits::TLS_CLIENT_HELLO_TIMEOUT < Duration::from_secs(3600));
+    // Silent, one byte, half a ClientHello record; all at once.
+    let sends = [
+        &b""[..],
+        &[0x16][..],
+        &[0x16, 0x03, 0x01, 0x01, 0x00, 0x01][..],
+    ];
+    let mut clients = Vec::new();
+    for sent in sends {
+        let mut raw = Raw::connect(srv.addr).await;
+        raw.send(sent).await;
+        clients.push(raw);
+    }
+    for (raw, sent) in clients.iter_mut().zip(sends) {
+        assert!(raw.is_closed().await, "sent {sent:?}");
+    }
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 mod route;
 mod service;
+mod shutdown;
 mod status;
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use crate::router::{
 
 pub use self::route::RouteBuilder;
 pub use self::service::ResponseFuture;
+pub use self::shutdown::ShutdownNotice;
 pub use self::status::{StatusHandler, StatusMatch};
 
 use self::status::BoxStatusHandler;
@@ -88,6 +90,9 @@ pub(crate) struct Shared {
     pub(crate) state: Extensions,
     pub(crate) body_limit: usize,
     pub(crate) asterisk: Option<BoxHandler>,
+    /// Fired by `App::run` / `App::serve` when shutdown starts; shared by
+    /// every clone of the app.
+    pub(crate) shutdown: ShutdownNotice,
 }
 
 /// The routes of one fully static path: for each standard method but HEAD
@@ -140,6 +145,7 @@ impl App {
                 state: Extensions::new(),
                 body_limit: DEFAULT_BODY_LIMIT,
                 asterisk: None,
+                shutdown: ShutdownNotice::new(),
             }),
             scopes: Vec::new(),
             conn: None,
@@ -335,6 +341,7 @@ impl App {
         }
         wrappers.extend(sub.middleware.iter().cloned());
         let shared = self.shared_mut();
+        shared.shutdown.link(sub.shutdown);
         shared.state.extend(sub.state);
         let first = shared.routes.len();
         for mut route in sub.routes {
@@ -462,6 +469,21 @@ impl App {
     pub fn asterisk<H: Handler<T>, T>(&mut self, handler: H) -> &mut Self {
         self.shared_mut().asterisk = Some(boxed(handler));
         self
+    }
+
+    /// The app's shutdown notice: fired by [`App::run`] and [`App::serve`]
+    /// when a graceful shutdown starts, before connections drain. Handlers
+    /// reach the same notice through
+    /// [`Request::shutdown_notice`](crate::Request::shutdown_notice); a
+    /// mounted app's routes see the notice of the app they are mounted in.
+    ///
+    /// ```
+    /// let app = celer::App::new();
+    /// let notice = app.shutdown_notice();
+    /// assert!(!notice.is_started());
+    /// ```
+    pub fn shutdown_notice(&self) -> ShutdownNotice {
+        self.shared.shutdown.clone()
     }
 
     /// Builds the URL of a named route, percent-encoding the values.

@@ -47,7 +47,7 @@ fn render(title: &str, entries: &[(Vec<u8>, bool)], left_out: usize) -> String {
     let title = escape(title);
     let _ = write!(
         out,
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\">\
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">\
          <title>Index of {title}</title></head>\n<body><h1>Index of {title}</h1>\n<ul>\n\
          <li><a href=\"../\">../</a></li>\n"
     );

@@ -165,6 +165,26 @@ impl Request {
         self.inner.body_limit = limit;
     }
 
+    /// The notice that the server has begun a graceful shutdown (the
+    /// app's [`ShutdownNotice`](crate::ShutdownNotice)): a handler that
+    /// keeps its response open watches it and ends the response at a clean
+    /// boundary. [`EventStream`](crate::sse::EventStream)s do so by
+    /// themselves.
+    ///
+    /// ```
+    /// async fn long_poll(req: celer::Request) -> &'static str {
+    ///     let notice = req.shutdown_notice().clone();
+    ///     tokio::select! {
+    ///         () = notice.started() => "shutting down",
+    ///         () = tokio::time::sleep(std::time::Duration::from_secs(30)) => "nothing new",
+    ///     }
+    /// }
+    /// # let _ = long_poll;
+    /// ```
+    pub fn shutdown_notice(&self) -> &crate::ShutdownNotice {
+        &self.inner.conn.shared.shutdown
+    }
+
     /// The request method.
     pub fn method(&self) -> &Method {
         self.inner.http.method()

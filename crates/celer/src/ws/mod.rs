@@ -30,7 +30,7 @@
 //!     .registry(rooms.clone())
 //!     .validate(|req: Request| async move {
 //!         let room = req.param_str("id").unwrap_or_default().into_owned();
-//!         Ok(Accept::new().group(room))
+//!         Ok::<_, http::StatusCode>(Accept::new().group(room))
 //!     }),
 //! );
 //! ```

@@ -10,6 +10,7 @@ mod negotiate;
 mod offload;
 mod router_table;
 mod routing;
+mod sse;
 mod support;
 mod url_for;
 mod wire;

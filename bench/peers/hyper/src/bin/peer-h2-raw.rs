@@ -1,4 +1,4 @@
-//! The `h2` crate with nothing around it, for `bench/compare-h2`: the floor
+//! The `h2` crate with nothing around it, for `bench/run h2`: the floor
 //! of what any server built on `h2` can reach.
 //!
 //! HTTP/2 by prior knowledge (h2c) on one current-thread tokio runtime, one

@@ -523,3 +523,86 @@ fn a_long_request_line_is_refused_however_split() {
     let bad_early = format!("GET /\u{1}{method} HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(err_with(&bad_early, &limits).0, 400);
 }
+
+/// Found by the `request_head` fuzz target: a complete request line over
+/// the limit followed by an unfinished head waited for more when whole and
+/// got 414 byte by byte. Both inputs are in `fuzz/regressions`.
+#[test]
+fn a_long_complete_request_line_then_an_unfinished_head_is_refused() {
+    let limits = Limits {
+        max_uri_bytes: 64,
+        max_head_bytes: 512,
+        ..Limits::default()
+    };
+    let method = "A".repeat(100);
+    for tail in ["\r\nHost: a\r\nX: y", "\nHost: a\nk"] {
+        let input = format!("{method} /p HTTP/1.1{tail}");
+        assert_eq!(err_with(&input, &limits), (414, "request line too long"));
+    }
+    // A head limit below the line limit is met first.
+    let tight = Limits {
+        max_uri_bytes: 64,
+        max_head_bytes: 60,
+        ..Limits::default()
+    };
+    let input = format!("GET /{} HTTP/1.1\r\nHost: a\r\n", "b".repeat(40));
+    assert_eq!(err_with(&input, &tight).0, 431);
+}
+
+/// RFC 9110 §2.5: a later minor version of HTTP/1 is processed as
+/// HTTP/1.1; another major version is 505.
+#[test]
+fn a_later_minor_version_is_handled_as_http11() {
+    for version in ["1.2", "1.9"] {
+        let head = ok(&format!("GET /a HTTP/{version}\r\nHost: x\r\n\r\n"));
+        assert_eq!(head.request.version(), Version::HTTP_11);
+        assert_eq!(head.request.uri(), "/a");
+        assert!(head.keep_alive);
+    }
+    let head = ok("GET / HTTP/1.2\nHost: x\n\n");
+    assert_eq!(head.request.version(), Version::HTTP_11);
+    assert_eq!(err("GET / HTTP/1.2\r\n\r\n").0, 400); // still needs Host
+    assert_eq!(err("GET / HTTP/1.10\r\nHost: x\r\n\r\n").0, 400);
+    assert_eq!(err("GET / HTTP/2.2\r\nHost: x\r\n\r\n").0, 505);
+    assert_eq!(newer_minor(b"GET / HTTP/1.2\r\n"), Some(13));
+    assert_eq!(newer_minor(b"GET / HTTP/1.2"), None);
+    assert_eq!(newer_minor(b"GET / HTTP/1.1\r\n"), None);
+}
+
+/// RFC 9112 §3.2: a Host that is not `uri-host [ ":" port ]` is 400.
+#[test]
+fn host_values_follow_the_uri_grammar() {
+    for good in [
+        "",
+        "example.com",
+        "example.com:8080",
+        "example.com:",
+        "127.0.0.1:80",
+        "[::1]",
+        "[::1]:443",
+        "[fe80::1%25eth0]:1",
+        "[v1.fe]",
+        "xn--bcher-kva.example",
+        "a%20b",
+    ] {
+        let input = format!("GET / HTTP/1.1\r\nHost: {good}\r\n\r\n");
+        let head = ok(&input);
+        assert_eq!(head.request.headers()["host"], good);
+    }
+    for bad in [
+        "127.0.0.1:abc",
+        "[::1",
+        "::1",
+        "[::1]x",
+        "[::1]:8a",
+        "a:1:2",
+        "[]",
+        "[abc]",
+        "a]b",
+        "a[b",
+        "a b",
+    ] {
+        let input = format!("GET / HTTP/1.1\r\nHost: {bad}\r\n\r\n");
+        assert_eq!(err(&input), (400, "invalid host header"), "{bad:?}");
+    }
+}

@@ -29,7 +29,8 @@
 //! - Left alone: responses that already have a `Content-Encoding`, `206` or
 //!   any response with `Content-Range`, `Cache-Control: no-transform`
 //!   (RFC 9110 §7.7), 1xx and 204, types that are compressed already
-//!   (images but SVG, audio, video, archives, woff fonts, PDF), and bodies
+//!   (images but SVG, audio, video, archives, woff fonts, PDF), event
+//!   streams (`text/event-stream`: why in [`crate::sse`]), and bodies
 //!   whose size is known and under [`Compression::min_size`].
 //! - Every other response gets `Vary: Accept-Encoding` (appended once), as
 //!   its bytes depend on that header even when the identity is chosen.
@@ -43,8 +44,8 @@
 //!   a request that would have been compressed gets the same weak `ETag`
 //!   and `Vary`.
 //! - The body streams: each inner frame is compressed as it arrives, and
-//!   when the inner body has nothing ready the encoder is flushed, so event
-//!   streams arrive event by event while bulk bodies compress in full
+//!   when the inner body has nothing ready the encoder is flushed, so slow
+//!   streams arrive piece by piece while bulk bodies compress in full
 //!   blocks. Memory per response is the encoder's state (at most about
 //!   2 MiB, zstd) plus the output of one 64 KiB piece of input: a large
 //!   frame is compressed piece by piece. `HEAD` gets the headers `GET` would and no encoder.
@@ -289,7 +290,7 @@ impl Compression {
         if headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(is_compressed_type)
+            .is_some_and(|t| is_compressed_type(t) || is_event_stream(t))
         {
             return false;
         }
@@ -341,6 +342,14 @@ fn weaken_etag(headers: &mut HeaderMap) {
             headers.insert(ETAG, value);
         }
     }
+}
+
+/// `text/event-stream`: left alone, see the `sse` module (a compressor
+/// per subscriber, a flush per event, secrets of events mixed in one
+/// compression context).
+fn is_event_stream(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("text/event-stream")
 }
 
 /// Types whose content is compressed already; compressing again wastes CPU

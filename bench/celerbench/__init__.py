@@ -1,0 +1,1 @@
+"""celerbench: the driver behind `bench/run <scenario>` (bench/README.md)."""

@@ -1,0 +1,21 @@
+//! What the protocol engines share: the connection configuration, the
+//! cached `Date`, deadlines, and how the engine refuses a request.
+//!
+//! - `config`: [`ConnConfig`], every connection's settings
+//! - `date`: the cached `Date` value and line (RFC 9110 §6.6.1)
+//! - `deadline`: [`poll_deadline`], a lazily re-armed timer
+//! - `reject`: [`Reject`] and the plain-text refusal it is answered with
+//!
+//! **Architecture Invariant:** `http1` and `http2` meet only here (and in
+//! `proto`, which chooses between them); neither names the other, as in
+//! hyper's `proto/h1` and `proto/h2` (the `tidy` test checks it).
+
+mod config;
+pub(crate) mod date;
+mod deadline;
+mod reject;
+
+pub use config::ConnConfig;
+pub(crate) use config::ServerHeader;
+pub(crate) use deadline::poll_deadline;
+pub(crate) use reject::Reject;

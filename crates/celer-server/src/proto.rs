@@ -1,0 +1,138 @@
+//! Protocol selection: the one place that decides what a connection
+//! speaks (hyper-util's `server::conn::auto` is the shape).
+//!
+//! - A plain connection ([`plain`]) speaks HTTP/1.1, or HTTP/2 when its
+//!   first bytes are the HTTP/2 preface and [`ConnConfig::http2`] allows
+//!   it (prior knowledge, RFC 9113 §3.3).
+//! - A TLS connection ([`tls`]) speaks what the handshake agreed through
+//!   ALPN (RFC 7301): `h2`, or HTTP/1.1 when the client offered
+//!   `http/1.1` or nothing. The preface is not looked for there: over TLS,
+//!   HTTP/2 is chosen only through ALPN (RFC 9113 §3.2, §3.3).
+//!
+//! Protocols chosen by the listener rather than by the connection's bytes
+//! (the FastCGI and SCGI gateways) are selected here too: each is a
+//! listener role in `serve` and an entry point beside [`plain`] and
+//! [`tls`] here.
+//!
+//! The preface is looked for inside the HTTP/1.1 engine's first read
+//! (through [`Sniff`]), so a plain connection's first bytes land in the
+//! buffer its first request is parsed from, and an HTTP/1.1 connection's
+//! task carries nothing for HTTP/2 but a pointer-sized hand-over.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::common::ConnConfig;
+use crate::http1::{self, Http1Only, Sniff, Sniffed, Switch};
+use crate::http2;
+use crate::prefixed::Prefixed;
+use crate::serve::HttpService;
+use crate::shutdown::{Shutdown, Watch};
+use crate::tls::{self, ALPN_H2, ALPN_HTTP1, TlsConfig};
+use crate::transport::Transport;
+
+/// The HTTP/2 client connection preface (RFC 9113 §3.4).
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Serves a plain connection: HTTP/1.1, or HTTP/2 by prior knowledge.
+pub(crate) fn plain<I, S>(
+    io: I,
+    service: S,
+    config: Arc<ConnConfig>,
+    shutdown: &Shutdown,
+) -> impl Future<Output = ()> + Send + use<I, S>
+where
+    I: Transport,
+    S: HttpService,
+{
+    http1::serve_switching(io, service, config, shutdown, PriorKnowledge)
+}
+
+/// Serves a TLS connection: the handshake within its timeout (releasing
+/// the handshake slot `slot` after it), then the protocol ALPN chose.
+pub(crate) async fn tls<I, S>(
+    io: I,
+    tls: &TlsConfig,
+    slot: tls::Slot,
+    service: S,
+    config: Arc<ConnConfig>,
+    shutdown: Shutdown,
+) where
+    I: Transport,
+    S: HttpService,
+{
+    let timeout = config.limits.tls_handshake_timeout;
+    let Some(stream) = tls::accept(io, tls, slot, timeout, &shutdown).await else {
+        return;
+    };
+    match stream.alpn_protocol() {
+        // RFC 9113 §3.2: "h2" over TLS. Served whenever the TLS
+        // configuration offered it, whatever `Builder::http2` says of
+        // cleartext.
+        Some(ALPN_H2) => {
+            http2::serve_connection(stream, service, config, shutdown.watch()).await;
+        }
+        None | Some(ALPN_HTTP1) => {
+            http1::serve_switching(stream, service, config, &shutdown, Http1Only).await;
+        }
+        Some(other) => {
+            // `TlsBuilder::build` admits only served protocols, so rustls
+            // cannot agree on another; close rather than guess.
+            tracing::warn!(target: "celer::proto", protocol = ?String::from_utf8_lossy(other), "no engine for the negotiated protocol");
+        }
+    }
+}
+
+/// HTTP/2 by prior knowledge on a plain connection: recognised by the
+/// whole preface (RFC 9113 §3.4), when [`ConnConfig::http2`] is on.
+#[derive(Debug, Clone, Copy)]
+struct PriorKnowledge;
+
+impl Sniff for PriorKnowledge {
+    fn sniff(&self, first: &[u8], config: &ConnConfig) -> Sniffed {
+        if !config.http2 {
+            return Sniffed::Http1;
+        }
+        let n = first.len().min(PREFACE.len());
+        if first[..n] != PREFACE[..n] {
+            Sniffed::Http1
+        } else if n == PREFACE.len() {
+            Sniffed::Other
+        } else {
+            Sniffed::More
+        }
+    }
+}
+
+impl<I: Transport, S: HttpService> Switch<I, S> for PriorKnowledge {
+    fn serve(
+        self,
+        io: Prefixed<I>,
+        service: S,
+        config: Arc<ConnConfig>,
+        shutdown: Watch,
+    ) -> impl Future<Output = ()> + Send {
+        http2::serve_connection(io, service, config, shutdown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_preface_is_recognised_whole_and_only_when_http2_is_on() {
+        let on = ConnConfig::default();
+        let off = ConnConfig {
+            http2: false,
+            ..ConnConfig::default()
+        };
+        let sniff = |bytes: &[u8], config: &ConnConfig| PriorKnowledge.sniff(bytes, config);
+        assert_eq!(sniff(PREFACE, &on), Sniffed::Other);
+        assert_eq!(sniff(&[PREFACE, b"\0\0"].concat(), &on), Sniffed::Other);
+        assert_eq!(sniff(&PREFACE[..10], &on), Sniffed::More);
+        assert_eq!(sniff(b"PRI * HTTP/1.1\r\n", &on), Sniffed::Http1);
+        assert_eq!(sniff(b"GET / HTTP/1.1\r\n", &on), Sniffed::Http1);
+        assert_eq!(sniff(PREFACE, &off), Sniffed::Http1);
+    }
+}

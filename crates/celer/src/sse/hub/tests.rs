@@ -1,0 +1,281 @@
+//! Unit tests of the hub: the ring, replay, limits at their edges and the
+//! dropping of slow subscribers.
+
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+
+use super::{Hub, Subscriber};
+use crate::sse::Event;
+
+fn poll(sub: &mut Subscriber) -> Poll<Option<Bytes>> {
+    let waker = futures_util::task::noop_waker();
+    sub.poll_next(&mut Context::from_waker(&waker))
+}
+
+/// Everything the subscriber can read now, as text; `ended` when its
+/// stream is over.
+fn drain(sub: &mut Subscriber) -> (Vec<String>, bool) {
+    let mut out = Vec::new();
+    loop {
+        match poll(sub) {
+            Poll::Ready(Some(bytes)) => out.push(String::from_utf8(bytes.to_vec()).unwrap()),
+            Poll::Ready(None) => return (out, true),
+            Poll::Pending => return (out, false),
+        }
+    }
+}
+
+fn data(n: usize) -> Event {
+    Event::new().id(n.to_string()).data(n.to_string())
+}
+
+fn wire(n: usize) -> String {
+    format!("id: {n}\ndata: {n}\n\n")
+}
+
+fn publish(hub: &Hub, range: std::ops::RangeInclusive<usize>) {
+    for n in range {
+        hub.publish(data(n)).unwrap();
+    }
+}
+
+#[test]
+fn an_event_is_encoded_once_for_every_subscriber() {
+    let hub = Hub::new();
+    let mut a = hub.subscriber(None).unwrap();
+    let mut b = hub.subscriber(None).unwrap();
+    hub.publish(Event::new().data("shared")).unwrap();
+    let (Poll::Ready(Some(x)), Poll::Ready(Some(y))) = (poll(&mut a), poll(&mut b)) else {
+        panic!("both subscribers should have the event");
+    };
+    assert_eq!(x, y);
+    assert_eq!(x.as_ptr(), y.as_ptr(), "the same bytes, not a copy");
+}
+
+#[test]
+fn events_without_an_id_get_the_hubs_counting_from_one() {
+    let hub = Hub::new();
+    let mut sub = hub.subscriber(None).unwrap();
+    assert_eq!(hub.publish(Event::new().data("a")).unwrap(), 1);
+    assert_eq!(hub.publish(Event::new().id("mine").data("b")).unwrap(), 2);
+    assert_eq!(hub.publish(Event::new().data("c")).unwrap(), 3);
+    let (events, _) = drain(&mut sub);
+    let epoch = &hub.inner.epoch;
+    assert_eq!(
+        events,
+        [
+            format!("id: {epoch}.1\ndata: a\n\n"),
+            "id: mine\ndata: b\n\n".to_owned(),
+            format!("id: {epoch}.3\ndata: c\n\n"),
+        ]
+    );
+    // The hub's own ids resume like any other.
+    let mut resumed = hub.subscriber(Some(&format!("{epoch}.1"))).unwrap();
+    assert_eq!(drain(&mut resumed).0.len(), 2);
+}
+
+#[test]
+fn resume_replays_what_came_after_the_last_id() {
+    let hub = Hub::builder().history(3).build();
+    publish(&hub, 1..=5);
+    // The history is 3, 4, 5.
+    let mut sub = hub.subscriber(Some("3")).unwrap();
+    assert_eq!(drain(&mut sub).0, [wire(4), wire(5)]);
+    let mut sub = hub.subscriber(Some("5")).unwrap();
+    assert_eq!(drain(&mut sub), (vec![], false));
+    // Just out of the history: everything the hub still has.
+    let mut sub = hub.subscriber(Some("2")).unwrap();
+    assert_eq!(drain(&mut sub).0, [wire(3), wire(4), wire(5)]);
+    let mut sub = hub.subscriber(Some("never")).unwrap();
+    assert_eq!(drain(&mut sub).0, [wire(3), wire(4), wire(5)]);
+    assert_eq!(hub.stats().history, 3);
+}
+
+#[test]
+fn a_gap_sends_the_gap_event_before_the_history() {
+    let hub = Hub::builder()
+        .history(2)
+        .gap_event(Event::new().event("reset").data(""))
+        .build();
+    publish(&hub, 1..=3);
+    let mut sub = hub.subscriber(Some("1")).unwrap();
+    assert_eq!(
+        drain(&mut sub).0,
+        ["event: reset\ndata: \n\n".to_owned(), wire(2), wire(3)]
+    );
+    // A known id, or none at all, is no gap.
+    let mut sub = hub.subscriber(Some("2")).unwrap();
+    assert_eq!(drain(&mut sub).0, [wire(3)]);
+    let mut sub = hub.subscriber(None).unwrap();
+    assert!(drain(&mut sub).0.is_empty());
+}
+
+#[test]
+fn new_subscribers_get_the_initial_events() {
+    let hub = Hub::builder().history(4).initial(2).build();
+    let mut early = hub.subscriber(None).unwrap();
+    assert!(drain(&mut early).0.is_empty(), "nothing published yet");
+    publish(&hub, 1..=5);
+    let mut sub = hub.subscriber(None).unwrap();
+    assert_eq!(drain(&mut sub).0, [wire(4), wire(5)]);
+    // Never more than the history.
+    let hub = Hub::builder().history(1).initial(10).build();
+    publish(&hub, 1..=3);
+    let mut sub = hub.subscriber(None).unwrap();
+    assert_eq!(drain(&mut sub).0, [wire(3)]);
+}
+
+#[test]
+fn no_history_means_every_reconnect_is_a_gap() {
+    let hub = Hub::builder().history(0).build();
+    publish(&hub, 1..=3);
+    let mut sub = hub.subscriber(Some("3")).unwrap();
+    assert!(drain(&mut sub).0.is_empty());
+    assert_eq!(hub.stats().history, 0);
+}
+
+#[test]
+fn a_subscriber_one_event_over_its_buffer_is_dropped() {
+    let hub = Hub::builder().history(0).buffer(4).build();
+    let mut slow = hub.subscriber(None).unwrap();
+    let mut fast = hub.subscriber(None).unwrap();
+    publish(&hub, 1..=4);
+    assert_eq!(drain(&mut fast).0.len(), 4);
+    // Exactly at the limit: still subscribed.
+    assert_eq!(hub.stats().subscribers, 2);
+    assert_eq!(hub.stats().dropped, 0);
+    publish(&hub, 5..=5);
+    let stats = hub.stats();
+    assert_eq!((stats.subscribers, stats.dropped), (1, 1));
+    // Its stream ends at once, without the events it had not read.
+    assert_eq!(drain(&mut slow), (vec![], true));
+    assert_eq!(drain(&mut fast), (vec![wire(5)], false));
+}
+
+#[test]
+fn the_replay_of_history_does_not_count_against_the_buffer() {
+    let hub = Hub::builder().history(10).buffer(2).build();
+    publish(&hub, 1..=10);
+    let mut sub = hub.subscriber(Some("gone")).unwrap();
+    publish(&hub, 11..=12);
+    assert_eq!(hub.stats().dropped, 0);
+    let (events, ended) = drain(&mut sub);
+    // The history it asked for (1..=10), then the two live events.
+    assert_eq!(events.len(), 12);
+    assert!(!ended);
+    // Two behind the newest from where it joined is its limit; a third
+    // drops it.
+    let mut idle = hub.subscriber(Some("gone")).unwrap();
+    publish(&hub, 13..=14);
+    assert_eq!(drain(&mut sub).0.len(), 2);
+    assert_eq!(hub.stats().dropped, 0);
+    publish(&hub, 15..=15);
+    assert_eq!(hub.stats().dropped, 1);
+    assert_eq!(drain(&mut idle), (vec![], true));
+}
+
+#[test]
+fn the_hub_holds_at_most_its_buffer_bytes() {
+    // Each event is 15 bytes ("id: n\ndata: n\n\n" for one digit).
+    let one = wire(1).len();
+    let hub = Hub::builder()
+        .history(100)
+        .buffer(100)
+        .buffer_bytes(4 * one)
+        .max_event_bytes(one)
+        .build();
+    let mut slow = hub.subscriber(None).unwrap();
+    publish(&hub, 1..=4);
+    assert_eq!(hub.stats().buffered_bytes, 4 * wire(1).len());
+    assert_eq!(hub.stats().dropped, 0);
+    publish(&hub, 5..=9);
+    let stats = hub.stats();
+    assert_eq!(stats.buffered_bytes, 4 * one, "{stats:?}");
+    assert_eq!(stats.history, 4, "the history is cut to the bytes too");
+    assert_eq!(stats.dropped, 1, "its first unread event was let go");
+    assert_eq!(drain(&mut slow), (vec![], true));
+}
+
+#[test]
+fn events_over_the_size_limit_are_refused() {
+    let at_limit = wire(1).len();
+    let hub = Hub::builder().max_event_bytes(at_limit).build();
+    assert!(hub.publish(data(1)).is_ok());
+    let err = hub.publish(data(10)).unwrap_err();
+    assert!(err.is_too_large());
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "event of {} bytes is over the limit of {at_limit}",
+            at_limit + 2
+        )
+    );
+    assert_eq!(hub.stats().published, 1);
+}
+
+#[test]
+fn subscribers_over_the_limit_are_refused() {
+    let hub = Hub::builder().max_subscribers(2).build();
+    let a = hub.subscriber(None).unwrap();
+    let _b = hub.subscriber(None).unwrap();
+    assert!(hub.subscriber(None).unwrap_err().is_full());
+    assert_eq!(hub.stats().refused, 1);
+    drop(a);
+    assert_eq!(hub.stats().subscribers, 1);
+    let _c = hub.subscriber(None).expect("a slot was freed");
+    assert_eq!(hub.stats().subscribers, 2);
+}
+
+#[test]
+fn a_closed_hub_ends_streams_after_the_events_published() {
+    let hub = Hub::new();
+    let mut sub = hub.subscriber(None).unwrap();
+    publish(&hub, 1..=2);
+    hub.close();
+    assert!(hub.publish(data(3)).unwrap_err().is_closed());
+    assert_eq!(drain(&mut sub), (vec![wire(1), wire(2)], true));
+    // A reconnect that missed the end still gets it, then the end.
+    let mut late = hub.subscriber(Some("1")).unwrap();
+    assert_eq!(drain(&mut late), (vec![wire(2)], true));
+    // One that has it all is told to stop.
+    assert!(hub.subscriber(Some("2")).unwrap_err().is_closed());
+    assert!(hub.subscriber(None).unwrap_err().is_closed());
+}
+
+#[test]
+fn publishing_from_many_threads_keeps_one_order() {
+    let hub = Hub::builder().history(1000).buffer(1000).build();
+    let mut sub = hub.subscriber(None).unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let hub = hub.clone();
+            scope.spawn(move || {
+                for n in 0..100 {
+                    hub.publish(Event::new().data(format!("{t}-{n}"))).unwrap();
+                }
+            });
+        }
+    });
+    let (events, _) = drain(&mut sub);
+    assert_eq!(events.len(), 400);
+    // The hub's ids follow the order the subscriber reads.
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|e| {
+            let id = e.lines().next().unwrap().strip_prefix("id: ").unwrap();
+            id.rsplit('.').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, (1..=400).collect::<Vec<_>>());
+    // Each thread's events in the order it sent them.
+    for t in 0..4 {
+        let mine: Vec<&String> = events
+            .iter()
+            .filter(|e| e.contains(&format!("data: {t}-")))
+            .collect();
+        for (n, event) in mine.iter().enumerate() {
+            assert!(event.ends_with(&format!("data: {t}-{n}\n\n")));
+        }
+    }
+}
