@@ -2,6 +2,7 @@
 //! socket, driven with raw HTTP/1.1 and a WebSocket client.
 
 mod rest;
+mod sse;
 mod ws;
 
 use std::net::SocketAddr;
