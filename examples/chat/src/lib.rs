@@ -22,6 +22,16 @@
 //! by [`Said::check`]; what a client sends wrong gets a reason back (a
 //! JSON `{"error": ...}`: the WebSocket's next message, or the body of a
 //! `4xx`).
+//!
+//! What a client can hold is bounded: messages ([`MAX_WS_MESSAGE_BYTES`],
+//! [`BODY_LIMIT`], [`MAX_TEXT_CHARS`]), rooms with SSE subscribers
+//! ([`DEFAULT_MAX_ROOMS`]), subscribers per room ([`MAX_SSE_PER_ROOM`]),
+//! and, from the framework, WebSocket connections per route and each
+//! connection's outgoing queue (a reader too slow for the room is closed
+//! with 1008). The pages load nothing but what this server serves (a
+//! `Content-Security-Policy` says so), put every text they receive in the
+//! page with `textContent`, and a WebSocket handshake from a page of
+//! another site (its `Origin`) is refused with `403`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -413,12 +423,35 @@ fn chat_route(chat: &Chat) -> WebSocketRoute {
         .registry(chat.registry().clone())
         .config(config)
         .validate(|req: Request| async move {
+            if !same_origin(&req) {
+                return Err(error(
+                    StatusCode::FORBIDDEN,
+                    "a page of another site cannot join a room",
+                ));
+            }
             // Each connection gets an id of its own (the route's); its
             // group is its room.
             room_of(&req)
                 .map(|room| Accept::new().group(room))
                 .ok_or_else(no_such_room)
         })
+}
+
+/// Whether a handshake comes from one of this server's pages, or from a
+/// client that is not a browser (which sends no `Origin`). Browsers let any
+/// page open a WebSocket to any server and say whose page it is in
+/// `Origin` (RFC 6455 §10.2); a page of another site is refused.
+fn same_origin(req: &Request) -> bool {
+    let Some(origin) = req.headers().get(header::ORIGIN) else {
+        return true;
+    };
+    let host = req.headers().get(header::HOST).map(HeaderValue::as_bytes);
+    let authority = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, authority)| authority.as_bytes());
+    authority.is_some() && authority == host
 }
 
 /// One chat connection: every text message is a [`Said`] for the room; a

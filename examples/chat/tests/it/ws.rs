@@ -245,3 +245,31 @@ async fn shutdown_closes_the_rooms_with_1001() {
     drop(ann);
     bounded(stopping).await.expect("stopped");
 }
+
+#[tokio::test]
+async fn a_page_of_another_site_cannot_join() {
+    let served = Served::start().await;
+    let handshake = |origin: &str| {
+        format!(
+            "GET /rooms/r/ws HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+             Origin: {origin}\r\n\r\n",
+            served.addr
+        )
+    };
+    let mut raw = Raw::connect(served.addr).await;
+    raw.send(handshake("https://evil.example").as_bytes()).await;
+    let res = raw.response().await;
+    assert_eq!(res.status, 403);
+    assert_eq!(
+        json_of(&res),
+        json!({"error": "a page of another site cannot join a room"})
+    );
+    // The server's own pages may.
+    let mut raw = Raw::connect(served.addr).await;
+    raw.send(handshake(&format!("http://{}", served.addr)).as_bytes())
+        .await;
+    assert_eq!(raw.response().await.status, 101);
+    drop(raw);
+    served.stop().await;
+}
