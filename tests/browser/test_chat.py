@@ -1,7 +1,9 @@
 """examples/chat in Chromium: pages of a room see each other's messages over
 WebSocket, a page forced onto server-sent events (?transport=sse) sees them
 and is seen, a REST POST reaches every page of the room, a page of another
-room sees none of it, and markup in a message is shown as text.
+room sees none of it, markup in a message is shown as text, a refused
+message says why, and a page whose WebSocket fails falls back to
+server-sent events by itself.
 
 The server is `example-chat` (run.py builds it; EXAMPLE_CHAT_BIN overrides).
 """
@@ -180,3 +182,32 @@ class Chat(BrowserTest):
         errors = sse.console_errors()
         self.assertEqual(len(errors), 1, errors)
         self.assertIn("422", errors[0])
+
+    def test_a_page_falls_back_to_sse_when_websocket_fails(self):
+        server = self.start()
+        blocked, ws = self.browser(), self.browser()
+        # This page's WebSocket handshakes fail, as behind a proxy that does
+        # not pass WebSockets: they are sent to a path that answers 404.
+        blocked.driver.execute_cdp_cmd(
+            "Page.addScriptToEvaluateOnNewDocument",
+            {
+                "source": "window.WebSocket = class extends WebSocket {"
+                " constructor(url, ...rest) { super(url + '-blocked', ...rest); } };"
+            },
+        )
+        blocked.get(server.url("/rooms/fallback"))
+        wait_until(lambda: status(blocked)["state"] == "open", "the blocked page to connect")
+        self.assertEqual(status(blocked)["transport"], "sse")
+        self.assertIn(
+            "WebSocket unavailable; using server-sent events.",
+            blocked.js("return document.getElementById('log').innerText"),
+        )
+        open_room(ws, server, "fallback", "websocket")
+        say(ws, "ws", "over a WebSocket")
+        wait_shown(blocked, "the fallen-back page", "ws", "over a WebSocket")
+        say(blocked, "sse", "over events and POST")
+        wait_shown(ws, "the WebSocket page", "sse", "over events and POST")
+        # The only errors are the failed handshake's.
+        self.assertEqual(ws.console_errors(), [])
+        errors = blocked.console_errors()
+        self.assertTrue(errors and all("/rooms/fallback/ws-blocked" in e for e in errors), errors)
