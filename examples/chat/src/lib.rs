@@ -25,7 +25,7 @@
 //!
 //! What a client can hold is bounded: messages ([`MAX_WS_MESSAGE_BYTES`],
 //! [`BODY_LIMIT`], [`MAX_TEXT_CHARS`]), rooms with SSE subscribers
-//! ([`DEFAULT_MAX_ROOMS`]), subscribers per room ([`MAX_SSE_PER_ROOM`]),
+//! ([`DEFAULT_MAX_ROOMS`]), subscribers per room ([`DEFAULT_MAX_SSE_PER_ROOM`]),
 //! and, from the framework, WebSocket connections per route and each
 //! connection's outgoing queue (a reader too slow for the room is closed
 //! with 1008). The pages load nothing but what this server serves (a
@@ -69,8 +69,9 @@ pub const BODY_LIMIT: usize = 16 * 1024;
 /// the registry, bounded by the route's connections.)
 pub const DEFAULT_MAX_ROOMS: usize = 1024;
 
-/// SSE subscribers of one room at once; more get `503` with `Retry-After`.
-pub const MAX_SSE_PER_ROOM: usize = 1000;
+/// SSE subscribers of one room at once, by default; more get `503` with
+/// `Retry-After`.
+pub const DEFAULT_MAX_SSE_PER_ROOM: usize = 1000;
 
 /// Messages a room's hub keeps so that an `EventSource` that reconnects
 /// (with `Last-Event-ID`) gets what it missed.
@@ -86,6 +87,9 @@ pub const DEFAULT_ECHO_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 pub struct Settings {
     /// Rooms with an SSE hub at once (see [`DEFAULT_MAX_ROOMS`]).
     pub max_rooms: usize,
+    /// SSE subscribers of one room at once (see
+    /// [`DEFAULT_MAX_SSE_PER_ROOM`]).
+    pub max_sse_per_room: usize,
     /// Largest message `/echo` takes, in bytes.
     pub echo_max_message_bytes: usize,
     /// Whether `/echo` offers permessage-deflate (RFC 7692).
@@ -96,6 +100,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             max_rooms: DEFAULT_MAX_ROOMS,
+            max_sse_per_room: DEFAULT_MAX_SSE_PER_ROOM,
             echo_max_message_bytes: DEFAULT_ECHO_MAX_MESSAGE_BYTES,
             echo_compression: true,
         }
@@ -190,16 +195,19 @@ struct ChatInner {
     registry: Registry,
     hubs: Mutex<HashMap<String, Hub>>,
     max_rooms: usize,
+    max_sse_per_room: usize,
 }
 
 impl Chat {
-    /// A chat with no one in it, with at most `max_rooms` SSE hubs.
-    pub fn new(max_rooms: usize) -> Chat {
+    /// A chat with no one in it, with at most `max_rooms` SSE hubs of at
+    /// most `max_sse_per_room` subscribers each.
+    pub fn new(max_rooms: usize, max_sse_per_room: usize) -> Chat {
         Chat {
             inner: Arc::new(ChatInner {
                 registry: Registry::new(),
                 hubs: Mutex::new(HashMap::new()),
                 max_rooms,
+                max_sse_per_room,
             }),
         }
     }
@@ -251,7 +259,7 @@ impl Chat {
         let hub = hubs.entry(room.to_owned()).or_insert_with(|| {
             Hub::builder()
                 .history(SSE_HISTORY)
-                .max_subscribers(MAX_SSE_PER_ROOM)
+                .max_subscribers(self.inner.max_sse_per_room)
                 .build()
         });
         hub.subscribe(req).into_response()
@@ -270,7 +278,7 @@ impl Chat {
 /// # let _ = app;
 /// ```
 pub fn app(settings: &Settings) -> App {
-    let chat = Chat::new(settings.max_rooms);
+    let chat = Chat::new(settings.max_rooms, settings.max_sse_per_room);
     let mut app = App::new();
     app.state(chat.clone());
     app.body_limit(BODY_LIMIT);

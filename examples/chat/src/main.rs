@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! example-chat [--listen tcp://127.0.0.1:8080] [--workers N] [--max-rooms N]
-//!              [--echo-max-message-bytes N] [--echo-no-compression]
+//!              [--max-sse-per-room N] [--echo-max-message-bytes N]
+//!              [--echo-no-compression]
 //! ```
 
 #[global_allocator]
@@ -31,6 +32,9 @@ struct Args {
     /// Rooms with server-sent-event subscribers at once.
     #[arg(long, default_value_t = example_chat::DEFAULT_MAX_ROOMS)]
     max_rooms: usize,
+    /// Server-sent-event subscribers of one room at once.
+    #[arg(long, default_value_t = example_chat::DEFAULT_MAX_SSE_PER_ROOM)]
+    max_sse_per_room: usize,
     /// Largest message /echo takes, in bytes (the conformance suite sends 16 MiB).
     #[arg(long, default_value_t = example_chat::DEFAULT_ECHO_MAX_MESSAGE_BYTES)]
     echo_max_message_bytes: usize,
@@ -43,6 +47,7 @@ fn main() {
     let args = Args::parse();
     let settings = Settings {
         max_rooms: args.max_rooms,
+        max_sse_per_room: args.max_sse_per_room,
         echo_max_message_bytes: args.echo_max_message_bytes,
         echo_compression: !args.echo_no_compression,
     };

@@ -116,3 +116,22 @@ async fn rooms_are_bounded_and_empty_ones_make_way() {
     drop((b, c));
     served.stop().await;
 }
+
+#[tokio::test]
+async fn subscribers_of_a_room_are_bounded() {
+    let served = Served::with(Settings {
+        max_sse_per_room: 1,
+        ..Settings::default()
+    })
+    .await;
+    let (first, head) = subscribe(&served, "a").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let second = served.send("GET", "/rooms/a/events", "", b"").await;
+    assert_eq!(second.status, 503);
+    assert!(second.header("retry-after").is_some());
+    // Another room has room.
+    let (other, head) = subscribe(&served, "b").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    drop((first, other));
+    served.stop().await;
+}
