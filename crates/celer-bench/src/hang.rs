@@ -24,10 +24,10 @@ const HANG_BUFFER: usize = 16 * 1024;
 /// Wait after closing before sampling the server's memory again.
 const SETTLE: Duration = Duration::from_millis(500);
 
-/// What a connection reports after each phase.
+/// What a held connection or socket reports after each phase.
 #[derive(Debug, Clone, Copy)]
-enum Event {
-    /// First request answered; the connection is now idle.
+pub(crate) enum Event {
+    /// Opened (first request answered, or upgraded); it is now idle.
     Established,
     /// The final check answered.
     Alive,
@@ -42,6 +42,29 @@ pub(crate) fn run_hang(
     idle: Duration,
     processes: &Processes,
 ) -> Result<HangReport, Error> {
+    hold_idle(n, idle, processes, |opening, events, check| {
+        hold(Arc::clone(plan), opening, events, check)
+    })
+}
+
+/// Holds `n` connections idle for `idle`, each made by `open`, and measures
+/// the server's memory before, while and after they idle: the common part
+/// of HTTP hang mode and WebSocket idle mode.
+///
+/// `open` returns one connection's task, which opens it (at most
+/// [`OPENING_AT_ONCE`] at a time, through the semaphore), reports
+/// `Established` or `Failed`, idles until the watch turns true, then
+/// checks the connection and reports `Alive` or `Failed`.
+pub(crate) fn hold_idle<F, Fut>(
+    n: usize,
+    idle: Duration,
+    processes: &Processes,
+    mut open: F,
+) -> Result<HangReport, Error>
+where
+    F: FnMut(Rc<Semaphore>, mpsc::UnboundedSender<Event>, watch::Receiver<bool>) -> Fut,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
     let sample = || (!processes.is_empty()).then(|| processes.rss_bytes());
     let rss_before = sample();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -55,12 +78,7 @@ pub(crate) fn run_hang(
         let (check_tx, check_rx) = watch::channel(false);
         let opening = Rc::new(Semaphore::new(OPENING_AT_ONCE));
         for _ in 0..n {
-            let task = hold(
-                Arc::clone(plan),
-                Rc::clone(&opening),
-                events_tx.clone(),
-                check_rx.clone(),
-            );
+            let task = open(Rc::clone(&opening), events_tx.clone(), check_rx.clone());
             tokio::task::spawn_local(task);
         }
         drop(events_tx);

@@ -251,9 +251,10 @@ fn client_config(suite: CipherSuite) -> Arc<ClientConfig> {
     configs[index].clone()
 }
 
-/// Trusts any certificate: the records are under test, not identity.
+/// Trusts any certificate: the records are under test, not identity (the
+/// unit tests in `tls::tests` use it too).
 #[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
+pub(crate) struct AnyCertificate(pub(crate) Arc<CryptoProvider>);
 
 impl ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(
