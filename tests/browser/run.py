@@ -5,7 +5,8 @@
     python3 tests/browser/run.py -k listing  tests whose name contains "listing"
 
 Builds the debug `celer` first (`cargo build -p celer-cli`; a no-op when it is
-up to date) unless CELER_BIN names a binary. Exits 0 when every test passed,
+up to date) unless CELER_BIN names a binary, and the debug `example-chat`
+(in examples/) unless EXAMPLE_CHAT_BIN names one. Exits 0 when every test passed,
 1 when one failed, 2 when what the tests need is missing. The whole run is
 bounded by RUN_TIMEOUT: past it every server and browser is killed and the
 run fails.
@@ -55,6 +56,13 @@ def main():
             print("browser tests: `cargo build -p celer-cli` failed", file=sys.stderr)
             return 2
     harness.celer()  # fails clearly when the binary is not there
+    # test_chat.py serves examples/chat, built in the examples workspace.
+    if not os.environ.get("EXAMPLE_CHAT_BIN"):
+        cargo = shutil.which("cargo")
+        examples = os.path.join(harness.ROOT, "examples")
+        if cargo is None or subprocess.run([cargo, "build", "-q", "-p", "example-chat"], cwd=examples).returncode:
+            print("browser tests: `cargo build -p example-chat` in examples/ failed", file=sys.stderr)
+            return 2
 
     def watchdog():
         print(f"\nbrowser tests: still running after {RUN_TIMEOUT} s; killing them", file=sys.stderr)
