@@ -298,7 +298,9 @@ async fn send(
         *sender = Some(match trigger {
             Trigger::Publish {
                 endpoint, offer, ..
-            } => Sender::Publisher(Box::new(Socket::open(endpoint, offer, SMALL_BUFFER).await?.0)),
+            } => Sender::Publisher(Box::new(
+                Socket::open(endpoint, offer, SMALL_BUFFER).await?.0,
+            )),
             Trigger::Post { endpoint, .. } => Sender::Post(
                 socket::connect(endpoint).await?.0,
                 ReadBuf::new(POST_BUFFER),
