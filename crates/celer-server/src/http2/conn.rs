@@ -725,9 +725,18 @@ async fn send_body<B>(
                 return;
             }
         }
+        let mut released = false;
         let frame = poll_fn(|cx| {
             if let Poll::Ready(frame) = body.as_mut().poll_frame(cx) {
                 return Poll::Ready(Some(frame));
+            }
+            // The body has nothing to give yet (an event stream waiting for
+            // its next event): the window reserved for it goes back to the
+            // connection, or a stream that waits on its source would hold
+            // window every other stream of the connection needs.
+            if !released {
+                send.reserve_capacity(0);
+                released = true;
             }
             // Watched only while the body has nothing to give: a reset
             // that comes while frames flow fails the next send instead.
