@@ -177,9 +177,13 @@ class Run:
         want = "200 2" if self.sc.http2 else "200"
         got = ""
         for _ in range(100):
-            got = self.curl(case, key, "-o", "/dev/null", "-w", "%{http_code} %{http_version}").decode()
-            if got == want or (not self.sc.http2 and got.startswith("200 ")):
+            got = self.sc.ready(self, case, key)
+            if got is True:
                 return
+            if got is None:
+                got = self.curl(case, key, "-o", "/dev/null", "-w", "%{http_code} %{http_version}").decode()
+                if got == want or (not self.sc.http2 and got.startswith("200 ")):
+                    return
             if p.poll() is not None:
                 break
             time.sleep(0.1)
