@@ -202,8 +202,9 @@ class H2o(Templated):
 
 
 class WsRustPeer:
-    """A server of bench/peers/ws-rust (its own cargo project):
-    peer-tungstenite-echo, echo and /broadcast on one thread."""
+    """A server of bench/peers/ws-rust (its own cargo project), one thread:
+    peer-tungstenite-echo (echo and /broadcast) or peer-fastwebsockets-echo
+    (echo only)."""
 
     DIR = "peers/ws-rust"
 
@@ -224,8 +225,10 @@ class WsRustPeer:
     def version(self, run):
         lock = open(os.path.join(run.bench, self.DIR, "Cargo.lock")).read()
         v = dict(re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', lock))
-        return (f"bench/{self.DIR} {self.exe}: tokio-tungstenite {v.get('tokio-tungstenite')}, tungstenite "
-                f"{v.get('tungstenite')}, tokio {v.get('tokio')} (current-thread runtime; no permessage-deflate)")
+        lib = (f"fastwebsockets {v.get('fastwebsockets')}, hyper {v.get('hyper')}" if "fastwebsockets" in self.exe
+               else f"tokio-tungstenite {v.get('tokio-tungstenite')}, tungstenite {v.get('tungstenite')}")
+        return (f"bench/{self.DIR} {self.exe}: {lib}, tokio {v.get('tokio')} (current-thread runtime; no "
+                "permessage-deflate)")
 
 
 class GoWs:

@@ -449,18 +449,19 @@ WS_COLUMNS = ["repeat", "scenario", "server", "connections", "message_bytes", "d
 
 class Ws(Scenario):
     name, suffix, title = "ws", "-ws", "WebSocket comparison"
-    help = ("WebSocket with `celer bench`: example-ws-echo against tokio-tungstenite, Go gorilla/websocket and "
-            "Node ws; echo, idle sockets, broadcast fan-out, permessage-deflate")
+    help = ("WebSocket with `celer bench`: example-ws-echo against tokio-tungstenite, fastwebsockets, Go "
+            "gorilla/websocket and Node ws (fastwebsockets: echo only, no broadcast); echo, idle sockets, broadcast fan-out, permessage-deflate")
     loadgen = CelerBench()
     reference = "celer"
     servers = {
         "celer": Celer("example-ws-echo", "example-ws-echo", "CELER_BIN",
                        lambda run, v, port: [*listen(port), "--workers", "1"], " (the framework, one worker)"),
         "tungst": WsRustPeer("peer-tungstenite-echo"),
+        "fastws": WsRustPeer("peer-fastwebsockets-echo"),
         "gorilla": GoWs(),
         "nodews": NodeWs(),
     }
-    cases = [Case("echo", "/echo", 256), Case("deflate", "/echo", 64), Case("fanout", "/broadcast"),
+    cases = [Case("echo", "/echo", 256), Case("deflate", "/echo", 64), Case("fanout", "/broadcast", servers=("celer", "tungst", "gorilla", "nodews")),
              Case("idle", "/echo", idle=True)]
     columns = WS_COLUMNS
 
