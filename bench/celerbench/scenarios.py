@@ -468,8 +468,9 @@ class Ws(Scenario):
     def options(self, p):
         p.add_argument("--idle-conns", type=int, default=10000, metavar="N",
                        help="idle WebSockets to hold (default 10000)")
-        p.add_argument("--fanout-conns", type=int, default=10000, metavar="N",
-                       help="fan-out receivers (default 10000)")
+        p.add_argument("--fanout-conns", type=int, default=9999, metavar="N",
+                       help="fan-out receivers (default 9999: with the publisher's connection, 10,000 sockets, "
+                            "Celer's default limit per route and per server)")
         p.add_argument("--rounds", type=int, default=10, metavar="K", help="fan-out messages per run (default 10)")
 
     def epilog(self):
