@@ -34,16 +34,27 @@ async fn upgrade(mut req: Request<Incoming>) -> Result<Response<Empty<Bytes>>, W
 }
 
 fn main() {
-    let port: u16 = std::env::args().nth(1).and_then(|p| p.parse().ok()).unwrap_or(9005);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let port: u16 = std::env::args()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(9005);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
         eprintln!("peer-fastwebsockets-echo listening on 127.0.0.1:{port}");
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { continue };
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
             let _ = tcp.set_nodelay(true);
             tokio::spawn(async move {
-                let conn = http1::Builder::new().serve_connection(TokioIo::new(tcp), service_fn(upgrade));
+                let conn =
+                    http1::Builder::new().serve_connection(TokioIo::new(tcp), service_fn(upgrade));
                 let _ = conn.with_upgrades().await;
             });
         }
