@@ -329,7 +329,7 @@ class Run:
     def write_readme(self, labels, summary):
         sc = self.sc
         cmd = shlex.join(["bench/run", sc.name, *self.argv])
-        env = " ".join(f"{k}={os.environ[k]}" for k in ("CELER_BIN", "ENGINE_BIN", "QUIET_WAIT_MAX", "QUIET_PCT",
+        env = " ".join(f"{k}={os.environ[k]}" for k in ("CELER_BIN", "ENGINE_BIN", "CELER_CLI", "QUIET_WAIT_MAX", "QUIET_PCT",
                                                          "CONTENDED_PCT", "CONTENDED_RETRIES") if os.environ.get(k))
         osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
         cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
