@@ -177,9 +177,13 @@ class Run:
         want = "200 2" if self.sc.http2 else "200"
         got = ""
         for _ in range(100):
-            got = self.curl(case, key, "-o", "/dev/null", "-w", "%{http_code} %{http_version}").decode()
-            if got == want or (not self.sc.http2 and got.startswith("200 ")):
+            got = self.sc.ready(self, case, key)
+            if got is True:
                 return
+            if got is None:
+                got = self.curl(case, key, "-o", "/dev/null", "-w", "%{http_code} %{http_version}").decode()
+                if got == want or (not self.sc.http2 and got.startswith("200 ")):
+                    return
             if p.poll() is not None:
                 break
             time.sleep(0.1)
@@ -325,7 +329,7 @@ class Run:
     def write_readme(self, labels, summary):
         sc = self.sc
         cmd = shlex.join(["bench/run", sc.name, *self.argv])
-        env = " ".join(f"{k}={os.environ[k]}" for k in ("CELER_BIN", "ENGINE_BIN", "QUIET_WAIT_MAX", "QUIET_PCT",
+        env = " ".join(f"{k}={os.environ[k]}" for k in ("CELER_BIN", "ENGINE_BIN", "CELER_CLI", "QUIET_WAIT_MAX", "QUIET_PCT",
                                                          "CONTENDED_PCT", "CONTENDED_RETRIES") if os.environ.get(k))
         osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
         cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")

@@ -2,6 +2,7 @@
 command lines, pinned to CPU 1, and the figures read from their output.
 Missing figures are NaN (counts 0, strings empty)."""
 
+import json
 import re
 import subprocess
 
@@ -117,3 +118,43 @@ class H2load:
         out = subprocess.run(["h2load", "--version"], capture_output=True, text=True).stdout
         ssl = subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout.strip()
         return f"h2load: {out.split()[1] if len(out.split()) > 1 else '?'}, {ssl}"
+
+
+class CelerBench:
+    """`celer bench` in its WebSocket modes (echo, fan-out, idle) on CPU 1,
+    under a timeout; its `--json` report is parsed. The scenario builds the
+    binary and gives the command line."""
+
+    name = "bench"
+    log_name = "celer-bench.txt"
+    exe = None
+
+    def parse(self, text):
+        """Echo: messages (`requests`), msg/s, p50/p99 round trip, errors and
+        bytes read; fan-out: the median time until the last receiver had the
+        message, and deliveries (`requests`, for CPU per delivery)."""
+        out = {"requests": NAN, "req_per_s": NAN, "p50_us": NAN, "p99_us": NAN, "errors": 0, "bytes": NAN,
+               "last_us": NAN, "missing": 0}
+        try:
+            j = json.loads(text[text.index("{"):])
+        except ValueError:
+            out["errors"] = 1
+            return out
+        run = j.get("run")
+        if run:
+            out.update(requests=run["responses"], req_per_s=run["requests_per_sec"], errors=run["error_total"],
+                       bytes=run["bytes"], p50_us=run["latency_us"]["p50"], p99_us=run["latency_us"]["p99"])
+        fan = j.get("fanout")
+        if fan:
+            last = fan.get("median_last_us")
+            out.update(last_us=last if last is not None else NAN, missing=fan["missing"],
+                       requests=fan["connected"] * fan["complete_rounds"],
+                       errors=sum(fan["errors"].values()) + sum(fan["trigger_errors"].values()))
+        return out
+
+    def log_text(self, text):
+        return text
+
+    def version(self):
+        v = subprocess.run([self.exe, "--version"], capture_output=True, text=True).stdout.strip()
+        return f"celer bench (WebSocket modes): {v}"

@@ -199,3 +199,84 @@ class H2o(Templated):
 
     def version(self, run):
         return f"{sh([self.path, '--version']).splitlines()[0].replace('h2o version ', '')} (Debian package, bench/peers/h2o/)"
+
+
+class WsRustPeer:
+    """A server of bench/peers/ws-rust (its own cargo project), one thread:
+    peer-tungstenite-echo (echo and /broadcast) or peer-fastwebsockets-echo
+    (echo only)."""
+
+    DIR = "peers/ws-rust"
+
+    def __init__(self, exe):
+        self.exe = exe
+
+    def prepare(self, run, _label):
+        d = os.path.join(run.bench, self.DIR)
+        run.log(f"building bench/{self.DIR} (release)")
+        ok = subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", f"{d}/Cargo.toml",
+                             "--target-dir", f"{d}/target"]).returncode == 0
+        self.path = f"{d}/target/release/{self.exe}"
+        return ok
+
+    def argv(self, run, variant, port, _dir):
+        return [self.path, str(port)]
+
+    def version(self, run):
+        lock = open(os.path.join(run.bench, self.DIR, "Cargo.lock")).read()
+        v = dict(re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', lock))
+        lib = (f"fastwebsockets {v.get('fastwebsockets')}, hyper {v.get('hyper')}" if "fastwebsockets" in self.exe
+               else f"tokio-tungstenite {v.get('tokio-tungstenite')}, tungstenite {v.get('tungstenite')}")
+        return (f"bench/{self.DIR} {self.exe}: {lib}, tokio {v.get('tokio')} (current-thread runtime; no "
+                "permessage-deflate)")
+
+
+class GoWs:
+    """bench/peers/ws-go: gorilla/websocket (from the Go module proxy),
+    GOMAXPROCS=1, permessage-deflate off (its default)."""
+
+    def prepare(self, run, _label):
+        self.go = tool("go", "/usr/local/go/bin/go")
+        if not self.go:
+            run.log("go not found: gorilla left out")
+            return False
+        self.path = os.path.join(run.work, "peer-ws-go")
+        run.log("building the Go WebSocket peer")
+        return subprocess.run([self.go, "build", "-o", self.path, "."],
+                              cwd=os.path.join(run.bench, "peers/ws-go")).returncode == 0
+
+    def argv(self, run, variant, port, _dir):
+        return [self.path, "-listen", f"127.0.0.1:{port}"]
+
+    def version(self, run):
+        mod = open(os.path.join(run.bench, "peers/ws-go/go.mod")).read()
+        v = re.search(r"gorilla/websocket (\S+)", mod)
+        return (f"{sh([self.go, 'version']).split()[2]}, gorilla/websocket {v.group(1) if v else '?'} "
+                "(bench/peers/ws-go, GOMAXPROCS=1, no permessage-deflate)")
+
+
+class NodeWs:
+    """bench/peers/ws-node: Node's `ws` (npm), one process, permessage-deflate
+    on; `npm install` when node_modules is missing."""
+
+    def prepare(self, run, _label):
+        self.node, npm = tool("node"), tool("npm")
+        self.dir = os.path.join(run.bench, "peers/ws-node")
+        if not self.node:
+            run.log("node not found: Node ws left out")
+            return False
+        if not os.path.exists(f"{self.dir}/node_modules/ws/package.json"):
+            if not npm:
+                run.log("npm not found: Node ws left out")
+                return False
+            run.log("installing ws with npm")
+            if subprocess.run([npm, "install", "--no-audit", "--no-fund"], cwd=self.dir).returncode:
+                return False
+        return True
+
+    def argv(self, run, variant, port, _dir):
+        return [self.node, f"{self.dir}/server.js", str(port)]
+
+    def version(self, run):
+        ws = json.load(open(f"{self.dir}/node_modules/ws/package.json"))["version"]
+        return f"Node {sh([self.node, '--version'])}, ws {ws} (bench/peers/ws-node, permessage-deflate on)"

@@ -2,14 +2,17 @@
 raw.csv columns and what it checks or adds; driver.py does the rest."""
 
 import gzip as gz
+import json
 import os
+import socket
 import subprocess
 import time
 
 from . import proc
 from .driver import Case, fmt, median, medians_table, ratio
-from .loadgen import H2load, Wrk
-from .peers import Celer, GoPeer, H2o, Nginx, RustPeer, apt_install, listen, tool
+from .loadgen import CelerBench, H2load, Wrk
+from .peers import (Celer, GoPeer, GoWs, H2o, Nginx, NodeWs, RustPeer, WsRustPeer, apt_install, cargo_build,
+                    listen, tool)
 
 # raw.csv of compare and tls (one row per run; the idle columns for compare's idle).
 WRK_COLUMNS = ["repeat", "scenario", "server", "connections", "depth", "duration_s", "requests", "req_per_s",
@@ -56,6 +59,11 @@ class Scenario:
 
     def prepare(self, run):
         pass
+
+    def ready(self, run, case, key):
+        """Whether server KEY serves CASE yet: True, a text saying what it
+        answered, or None to ask curl for a 200."""
+        return None
 
     def curl_args(self, case):
         return ["-k"] if case.scheme == "https" else []
@@ -433,4 +441,185 @@ class Gzip(Scenario):
                               ("size", "body_bytes", 5)], ERRORS, width=8)
 
 
-SCENARIOS = [Compare(), Gzip(), H2(), Static(), Tls()]
+WS_COLUMNS = ["repeat", "scenario", "server", "connections", "message_bytes", "duration_s", "requests", "req_per_s",
+              "p50_us", "p99_us", "errors", "bytes", "bytes_per_msg", "last_us", "missing", "cpu_ticks",
+              "cpu_us_per_req", "cpu_pct", "bench_ticks", "foreign_pct", "contended", "idle_ok", "idle_open",
+              "rss_before_kib", "rss_after_kib", "bytes_per_conn"]
+
+
+class Ws(Scenario):
+    name, suffix, title = "ws", "-ws", "WebSocket comparison"
+    help = ("WebSocket with `celer bench`: example-ws-echo against tokio-tungstenite, fastwebsockets, Go "
+            "gorilla/websocket and Node ws (fastwebsockets: echo only, no broadcast); echo, idle sockets, broadcast fan-out, permessage-deflate")
+    loadgen = CelerBench()
+    reference = "celer"
+    servers = {
+        "celer": Celer("example-ws-echo", "example-ws-echo", "CELER_BIN",
+                       lambda run, v, port: [*listen(port), "--workers", "1"], " (the framework, one worker)"),
+        "tungst": WsRustPeer("peer-tungstenite-echo"),
+        "fastws": WsRustPeer("peer-fastwebsockets-echo"),
+        "gorilla": GoWs(),
+        "nodews": NodeWs(),
+    }
+    cases = [Case("echo", "/echo", 256), Case("deflate", "/echo", 64), Case("fanout", "/broadcast", servers=("celer", "tungst", "gorilla", "nodews")),
+             Case("idle", "/echo", idle=True)]
+    columns = WS_COLUMNS
+
+    def options(self, p):
+        p.add_argument("--idle-conns", type=int, default=10000, metavar="N",
+                       help="idle WebSockets to hold (default 10000)")
+        p.add_argument("--fanout-conns", type=int, default=9999, metavar="N",
+                       help="fan-out receivers (default 9999: with the publisher's connection, 10,000 sockets, "
+                            "Celer's default limit per route and per server)")
+        p.add_argument("--rounds", type=int, default=10, metavar="K", help="fan-out messages per run (default 10)")
+
+    def epilog(self):
+        return ("loads: echo (64-byte messages, 256 connections), deflate (4 KiB messages with permessage-deflate "
+                "offered, 64 connections), fanout (one 100-byte message to N receivers, K rounds), idle (N idle "
+                "WebSockets, server RSS before and while idle, fresh server instance)")
+
+    def install(self, run):
+        exe = os.environ.get("CELER_CLI") or cargo_build(run, run.root, "celer-cli", "celer")
+        if not exe:
+            run.die("the celer CLI (celer bench) did not build")
+        self.loadgen.exe = exe
+
+    def prepare(self, run):
+        for c in self.cases:
+            if c.name == "fanout":
+                c.conns = run.opts.fanout_conns
+            if c.name == "idle":
+                c.conns = run.opts.idle_conns
+
+    def ready(self, run, case, key):
+        req = (f"GET {case.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+        try:
+            with socket.create_connection(("127.0.0.1", run.ports[key]), timeout=2) as s:
+                s.sendall(req)
+                head = s.recv(4096).decode(errors="replace")
+        except OSError as e:
+            return str(e)
+        return True if head.startswith("HTTP/1.1 101") else head.split("\r\n")[0]
+
+    def check(self, run, keys, first_case):
+        pass
+
+    def bench(self, run, url, *args, timeout=180):
+        return ["timeout", "-k", "5", str(timeout), "taskset", "-c", "1", self.loadgen.exe, "bench", url,
+                *map(str, args), "--json", "-q"]
+
+    def load_argv(self, run, case, key, duration):
+        url = f"ws://127.0.0.1:{run.ports[key]}{case.path}"
+        if case.name == "fanout":
+            return self.bench(run, url, "--fanout", case.conns, "--rounds", 1 if duration == 1 else run.opts.rounds,
+                              "--message-size", 100)
+        size = 4096 if case.name == "deflate" else 64
+        extra = ["--deflate"] if case.name == "deflate" else []
+        return self.bench(run, url, "-c", case.conns, "-d", f"{duration}s", "--message-size", size, *extra,
+                          timeout=duration + 120)
+
+    def row(self, run, case, label, r):
+        bad = r["errors"] or r["missing"]
+        run.flagged += bool(bad)
+        size = {"echo": 64, "deflate": 4096, "fanout": 100}[case.name]
+        per = r["bytes"] / r["requests"] if r["requests"] and r["requests"] > 0 and r["bytes"] == r["bytes"] else None
+        return {"message_bytes": size, "bytes_per_msg": f"{per:.1f}" if per else ""}
+
+    def log_line(self, rep, case, label, r):
+        err = f"  errors {r['errors']}, missing {r['missing']}" if r["errors"] or r["missing"] else ""
+        if case.name == "fanout":
+            what = f"last arrival {r['last_us']:9.0f} us  deliveries {r['requests']}"
+        else:
+            what = f"{r['req_per_s']:9.0f} msg/s  p99 {r['p99_us']:6.0f} us  {r['bytes_per_msg'] or '-':>7} B/msg"
+        return (f"repeat {rep} {case.name:<8} {label:<7} {what}  CPU {float(r['cpu_us_per_req']):6.2f} us/msg "
+                f"({float(r['cpu_pct']):3.0f}%)  others {r['foreign_pct']}%{err}")
+
+    def after(self, run, case, labels):
+        n = min(run.opts.idle_conns, (run.nofile - 200) // 2)
+        if n < run.opts.idle_conns:
+            run.log(f"open-file limit is {run.nofile}: holding {n} idle WebSockets instead of {run.opts.idle_conns}")
+        for label in labels:
+            run.wait_quiet()
+            key = (label, "")
+            run.start(key, self.cases[0])
+            time.sleep(1)
+            pid = run.pids[key].pid
+            run.log(f"idle: {label}, opening {n} WebSockets")
+            argv = self.bench(run, f"ws://127.0.0.1:{run.ports[key]}{case.path}", "--hang", n, "--pid", pid,
+                              "--pid-tree", "-d", "3s")
+            out = subprocess.run(argv, capture_output=True, text=True)
+            with open(f"{run.out}/{self.loadgen.log_name}", "a") as log:
+                log.write(f"### idle, {label}: {' '.join(argv)}\n{out.stdout}{out.stderr}\n")
+            try:
+                h = json.loads(out.stdout[out.stdout.index("{"):])["hang"]
+            except (ValueError, KeyError):
+                run.log(f"idle: {label}: celer bench gave no report: {out.stderr.strip()[-300:]}")
+                run.stop(key)
+                continue
+            per = h.get("bytes_per_idle_connection")
+            r = {"idle_ok": h["established"], "idle_open": h["alive_at_end"],
+                 "rss_before_kib": (h.get("rss_before") or 0) // 1024, "rss_after_kib": (h.get("rss_during") or 0) // 1024,
+                 "bytes_per_conn": f"{per:.0f}" if per is not None else ""}
+            run.log(f"idle: {label} established {r['idle_ok']}, alive at the end {r['idle_open']}, RSS "
+                    f"{r['rss_before_kib']} -> {r['rss_after_kib']} KiB, {r['bytes_per_conn']} bytes/socket")
+            run.add_row({"repeat": 1, "scenario": "idle", "server": label, "connections": n, "contended": 0,
+                         "errors": sum(h["errors"].values()), **r})
+            run.stop(key)
+
+    def summary(self, rows):
+        load = [r for r in rows if r["scenario"] != "idle"]
+        idle = [r for r in rows if r["scenario"] == "idle"]
+        out = []
+        cols = [("msg/s", "req_per_s", 9, 0), ("p99 us", "p99_us", 8, 0), ("CPU us/msg", "cpu_us_per_req", 10, 2),
+                ("B/msg", "bytes_per_msg", 7, 0), ("last us", "last_us", 8, 0)]
+        ratios = [("msg/s", "req_per_s", 15), ("CPU/msg", "cpu_us_per_req", 7), ("last", "last_us", 5)]
+        err = ("err", 5, lambda rs: str(sum(int(float(r["errors"] or 0)) + int(float(r["missing"] or 0)) for r in rs)))
+        if load:
+            out.append(medians_table(load, PINNED.format("celer bench") + "; fanout: CPU per delivery, "
+                                     "'last' = median over rounds of the time until the last receiver had "
+                                     "the message.", cols, ratios, err, self.reference, width=8))
+        if idle:
+            hdr = f"{'server':<8} {'sockets':>8} {'alive':>6} {'RSS before KiB':>14} {'RSS idle KiB':>12} {'B/socket':>8}"
+            out += ["Idle WebSockets (celer bench --hang, VmRSS of the server's processes):", "", hdr, "-" * len(hdr)]
+            out += [f"{r['server']:<8} {r['idle_ok']:>8} {r['idle_open']:>6} {r['rss_before_kib']:>14} "
+                    f"{r['rss_after_kib']:>12} {r['bytes_per_conn'] or '-':>8}" for r in idle]
+            out.append("")
+        out.append(self.targets(load, idle))
+        return "\n".join(out)
+
+    def targets(self, load, idle):
+        """Issue 14's four targets, as ratios within this run."""
+        med = lambda sc, sv, k: median([r for r in load if r["scenario"] == sc and r["server"] == sv], k)
+        peers = [s for s in dict.fromkeys(r["server"] for r in load + idle) if s != "celer"]
+        out = ["Targets (ratios within this run):"]
+        cpu = {s: med("echo", s, "cpu_us_per_req") for s in ["celer"] + peers}
+        cpu = {s: 1e6 / v for s, v in cpu.items() if v == v and v > 0}
+        if "celer" in cpu and len(cpu) > 1:
+            best = max((s for s in cpu if s != "celer"), key=cpu.get)
+            out.append(f"- echo, messages per server CPU-second: celer {cpu['celer']:,.0f}, best peer {best} "
+                       f"{cpu[best]:,.0f}: {cpu['celer'] / cpu[best]:.2f}x (target >= 1.2x)")
+        if idle:
+            out.append("- idle, bytes of server RSS per socket (target <= 2048 for celer): "
+                       + ", ".join(f"{r['server']} {r['bytes_per_conn'] or '-'}" for r in idle))
+        last = {s: med("fanout", s, "last_us") for s in ["celer"] + peers}
+        last = {s: v for s, v in last.items() if v == v}
+        if "celer" in last and len(last) > 1:
+            best = min((s for s in last if s != "celer"), key=last.get)
+            out.append(f"- fan-out, time until the last receiver: celer {last['celer']:,.0f} us, best peer {best} "
+                       f"{last[best]:,.0f} us: {last['celer'] / last[best]:.2f}x (target <= 0.5x)")
+        for s in ["celer"] + peers:
+            b, c = med("deflate", s, "bytes_per_msg"), med("deflate", s, "cpu_us_per_req")
+            if b == b:
+                out.append(f"- deflate, 4 KiB message: {s} {b:,.0f} bytes on the wire per message, {c:.2f} us "
+                           "server CPU per message")
+        return "\n".join(out) + "\n"
+
+    def describe(self, run):
+        o = run.opts
+        return (f"Each run: {o.duration} s of `celer bench` (fan-out: {o.rounds} rounds to {o.fanout_conns} "
+                f"receivers; idle: {o.idle_conns} sockets); {o.repeats} interleaved repeat(s); servers pinned to "
+                "CPU 0 (`taskset -c 0`), one thread each, `celer bench` to CPU 1. Method: bench/README.md.")
+
+
+SCENARIOS = [Compare(), Gzip(), H2(), Static(), Tls(), Ws()]

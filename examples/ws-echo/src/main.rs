@@ -1,5 +1,7 @@
 //! A WebSocket echo server: every message on `/echo` (and `/`) is sent back
 //! as it came, with permessage-deflate offered unless `--no-compression`.
+//! On `/broadcast` every connection joins one registry group and each
+//! message received is broadcast to the whole group (the fan-out benchmark).
 //! The conformance suite (`scripts/autobahn`) and the benchmarks drive it.
 //!
 //! ```text
@@ -11,7 +13,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use celer::App;
 use celer::serve::{Listen, Server, Threading};
-use celer::ws::{Config, WebSocket, WebSocketRoute};
+use celer::ws::{Accept, Config, Registry, WebSocket, WebSocketRoute};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -44,6 +46,15 @@ async fn echo(mut ws: WebSocket) {
     }
 }
 
+/// The one group every `/broadcast` connection joins.
+const GROUP: &str = "all";
+
+async fn rebroadcast(mut ws: WebSocket) {
+    while let Some(msg) = ws.recv().await {
+        ws.registry().broadcast(GROUP, msg);
+    }
+}
+
 fn main() {
     let args = Args::parse();
     let config = Config {
@@ -54,10 +65,19 @@ fn main() {
         max_queued_bytes: 2 * args.max_message_bytes,
         ..Config::default()
     };
-    let route = WebSocketRoute::new(echo).config(config);
+    let route = WebSocketRoute::new(echo).config(config.clone());
     let mut app = App::new();
     app.websocket("/", route.clone());
     app.websocket("/echo", route);
+    app.websocket(
+        "/broadcast",
+        WebSocketRoute::new(rebroadcast)
+            .config(config)
+            .registry(Registry::new())
+            .validate(|_req: celer::Request| async move {
+                Ok::<_, http::StatusCode>(Accept::new().group(GROUP))
+            }),
+    );
     let mut builder = Server::builder().threading(Threading::PerCore);
     if let Some(n) = args.workers {
         builder = builder.workers(n);

@@ -1,0 +1,5 @@
+module peer-ws-go
+
+go 1.21
+
+require github.com/gorilla/websocket v1.5.3
