@@ -123,9 +123,23 @@ fn clap_exit(err: &clap::Error) -> ExitCode {
         }
         _ => {
             let text = err.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("celer: error: {first} (see '{} --help')", command_of(&text));
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or("invalid arguments");
+            let mut message = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+            // A message ending in ':' lists what it is about on the indented
+            // lines below it (the missing arguments): they belong to the line.
+            if message.ends_with(':') {
+                let listed: Vec<&str> = lines
+                    .take_while(|l| l.starts_with(' '))
+                    .map(str::trim)
+                    .collect();
+                message.push(' ');
+                message.push_str(&listed.join(", "));
+            }
+            eprintln!(
+                "celer: error: {message} (see '{} --help')",
+                command_of(&text)
+            );
             ExitCode::from(2)
         }
     }
