@@ -276,6 +276,14 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
                 ..facts
             };
             let (status, body, mut framed, send_file) = self.encode_response(response, facts);
+            if owed {
+                // RFC 9110 §15.2.1: no `100 Continue` after the final
+                // status (found by fuzzing). The client was not told to send
+                // its body; what it sends anyway is still read.
+                if let Some(feed) = feed.as_mut() {
+                    feed.continue_owed = false;
+                }
+            }
             if status == StatusCode::SWITCHING_PROTOCOLS {
                 return Ok(match pending {
                     Some(pending) if feed.as_ref().is_none_or(|f| f.decoder.is_done()) => {
