@@ -169,6 +169,19 @@ async fn start(tls: &TlsConfig, opts: Options) -> TlsServer {
     }
 }
 
+/// A server with a `localhost` certificate (ECDSA P-256) and `limits`, and
+/// the PKI that signed it (which also keeps its files).
+async fn start_localhost(limits: Limits) -> (Pki, TlsServer) {
+    let pki = Pki::new();
+    let pair = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    let opts = Options {
+        limits,
+        ..Options::default()
+    };
+    let srv = start(&config(&[&pair]), opts).await;
+    (pki, srv)
+}
+
 // ===== clients =====
 
 /// Runs the Python probe; returns its JSON line.
@@ -548,20 +561,10 @@ async fn unserved_alpn_protocols_are_refused_at_build() {
 
 #[tokio::test]
 async fn a_client_that_never_finishes_the_handshake_is_dropped_at_the_timeout() {
-    let pki = Pki::new();
-    let pair = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
-    let tls = config(&[&pair]);
-    let limits = Limits {
+    let (_pki, srv) = start_localhost(Limits {
         tls_handshake_timeout: Duration::from_millis(300),
         ..Limits::default()
-    };
-    let srv = start(
-        &tls,
-        Options {
-            limits,
-            ..Options::default()
-        },
-    )
+    })
     .await;
     // Silent after connecting, and silent after half a ClientHello record.
     for sent in [&b""[..], &[0x16, 0x03, 0x01, 0x01, 0x00, 0x01][..]] {
@@ -573,21 +576,11 @@ async fn a_client_that_never_finishes_the_handshake_is_dropped_at_the_timeout() 
 
 #[tokio::test]
 async fn at_the_handshake_cap_the_oldest_idle_handshake_is_shed_for_a_new_client() {
-    let pki = Pki::new();
-    let pair = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
-    let tls = config(&[&pair]);
-    let limits = Limits {
+    let (pki, srv) = start_localhost(Limits {
         max_tls_handshakes: 2,
         tls_handshake_timeout: Duration::from_secs(60),
         ..Limits::default()
-    };
-    let srv = start(
-        &tls,
-        Options {
-            limits,
-            ..Options::default()
-        },
-    )
+    })
     .await;
     let url = format!("https://localhost:{}/hello", srv.addr.port());
     // Two clients hold both handshake slots, each having sent the first
@@ -613,22 +606,12 @@ async fn at_the_handshake_cap_the_oldest_idle_handshake_is_shed_for_a_new_client
 
 #[tokio::test]
 async fn a_connection_without_a_client_hello_is_closed_long_before_the_handshake_timeout() {
-    let pki = Pki::new();
-    let pair = pki.leaf("localhost", &["localhost"], &rcgen::PKCS_ECDSA_P256_SHA256);
-    let tls = config(&[&pair]);
     // A handshake timeout far past the test's own bound: only the
     // ClientHello deadline (3 s) can close these.
-    let limits = Limits {
+    let (_pki, srv) = start_localhost(Limits {
         tls_handshake_timeout: Duration::from_secs(3600),
         ..Limits::default()
-    };
-    let srv = start(
-        &tls,
-        Options {
-            limits,
-            ..Options::default()
-        },
-    )
+    })
     .await;
     assert!(celer_server::limits::TLS_CLIENT_HELLO_TIMEOUT < Duration::from_secs(3600));
     // Silent, one byte, half a ClientHello record; all at once.
