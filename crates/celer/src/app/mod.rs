@@ -21,6 +21,7 @@ use crate::router::{
 };
 
 pub use self::route::RouteBuilder;
+pub(crate) use self::service::note_panicked_route;
 pub use self::service::ResponseFuture;
 pub use self::shutdown::ShutdownNotice;
 pub use self::status::{StatusHandler, StatusMatch};
@@ -86,8 +87,10 @@ pub(crate) struct Shared {
     /// App-level middleware, outermost first; they run before routing.
     pub(crate) middleware: Vec<BoxHandler>,
     /// App-level status handlers, applied to every response.
-    pub(crate) status: Vec<(StatusMatch, BoxStatusHandler)>,
+    pub(crate) status: Vec<status::Entry>,
     pub(crate) state: Extensions,
+    /// Error responses rendered as RFC 9457 problem details.
+    pub(crate) problem: bool,
     pub(crate) body_limit: usize,
     pub(crate) asterisk: Option<BoxHandler>,
     /// Fired by `App::run` / `App::serve` when shutdown starts; shared by
@@ -143,6 +146,7 @@ impl App {
                 middleware: Vec::new(),
                 status: Vec::new(),
                 state: Extensions::new(),
+                problem: false,
                 body_limit: DEFAULT_BODY_LIMIT,
                 asterisk: None,
                 shutdown: ShutdownNotice::new(),
@@ -182,17 +186,14 @@ impl App {
     /// let mut app = celer::App::new();
     /// app.route(MethodSet::GET | MethodSet::POST, "/form", |_req: Request| async { "ok" });
     /// ```
+    #[track_caller]
     pub fn route<H: Handler<T>, T>(
         &mut self,
         methods: impl Into<MethodSet>,
         rule: &str,
         handler: H,
     ) -> RouteBuilder<'_> {
-        let parsed = self
-            .shared
-            .router
-            .parse(rule)
-            .unwrap_or_else(|err| panic!("{err}"));
+        let parsed = or_panic(self.shared.router.parse(rule));
         self.add_route(methods.into(), parsed, boxed(handler))
     }
 
@@ -210,20 +211,18 @@ impl App {
     ///     req.param_str("major").unwrap_or_default().into_owned()
     /// });
     /// ```
+    #[track_caller]
     pub fn regex<H: Handler<T>, T>(
         &mut self,
         methods: impl Into<MethodSet>,
         regex: &str,
         handler: H,
     ) -> RouteBuilder<'_> {
-        let parsed = self
-            .shared
-            .router
-            .parse_regex(regex)
-            .unwrap_or_else(|err| panic!("{err}"));
+        let parsed = or_panic(self.shared.router.parse_regex(regex));
         self.add_route(methods.into(), parsed, boxed(handler))
     }
 
+    #[track_caller]
     fn add_route(
         &mut self,
         methods: MethodSet,
@@ -231,9 +230,7 @@ impl App {
         handler: BoxHandler,
     ) -> RouteBuilder<'_> {
         let rule = match self.scopes.last() {
-            Some(scope) => rule
-                .prefixed(&scope.prefix)
-                .unwrap_or_else(|err| panic!("{err}")),
+            Some(scope) => or_panic(rule.prefixed(&scope.prefix)),
             None => rule,
         };
         let route = Route {
@@ -254,6 +251,7 @@ impl App {
     /// # Panics
     ///
     /// Panics if the rule is invalid.
+    #[track_caller]
     pub fn websocket(&mut self, rule: &str, route: crate::ws::WebSocketRoute) -> RouteBuilder<'_> {
         self.route(MethodSet::GET, rule, route.into_handler())
     }
@@ -275,16 +273,11 @@ impl App {
     /// # Panics
     ///
     /// Panics if the prefix is not a valid rule without catch-all.
+    #[track_caller]
     pub fn scope(&mut self, prefix: &str, build: impl FnOnce(&mut App)) -> &mut Self {
-        let parsed = self
-            .shared
-            .router
-            .parse(prefix)
-            .unwrap_or_else(|err| panic!("{err}"));
+        let parsed = or_panic(self.shared.router.parse(prefix));
         let prefix = match self.scopes.last() {
-            Some(outer) => parsed
-                .prefixed(&outer.prefix)
-                .unwrap_or_else(|err| panic!("{err}")),
+            Some(outer) => or_panic(parsed.prefixed(&outer.prefix)),
             None => parsed,
         };
         self.scopes.push(ScopeFrame {
@@ -320,35 +313,28 @@ impl App {
     /// app.mount("/api/v1", api);
     /// assert_eq!(app.url_for("item", &[("id", &3)]).unwrap(), "/api/v1/items/3");
     /// ```
+    #[track_caller]
     pub fn mount(&mut self, prefix: &str, mut sub: App) -> &mut Self {
         sub.conn = None;
         let sub = Arc::unwrap_or_clone(sub.shared);
         self.shared_mut().router.merge_types(sub.router.types());
-        let parsed = self
-            .shared
-            .router
-            .parse(prefix)
-            .unwrap_or_else(|err| panic!("{err}"));
+        let parsed = or_panic(self.shared.router.parse(prefix));
         let prefix = match self.scopes.last() {
-            Some(outer) => parsed
-                .prefixed(&outer.prefix)
-                .unwrap_or_else(|err| panic!("{err}")),
+            Some(outer) => or_panic(parsed.prefixed(&outer.prefix)),
             None => parsed,
         };
-        let mut wrappers = Vec::new();
-        if !sub.status.is_empty() {
-            wrappers.push(status::middleware(sub.status.clone()));
+        // The sub-app's middleware, then its status handlers, as in an app
+        // of its own.
+        let mut wrappers: Vec<BoxHandler> = sub.middleware.to_vec();
+        if !sub.status.is_empty() || sub.problem {
+            wrappers.push(status::middleware(sub.status.clone(), sub.problem));
         }
-        wrappers.extend(sub.middleware.iter().cloned());
         let shared = self.shared_mut();
         shared.shutdown.link(sub.shutdown);
         shared.state.extend(sub.state);
         let first = shared.routes.len();
         for mut route in sub.routes {
-            route.rule = route
-                .rule
-                .prefixed(&prefix)
-                .unwrap_or_else(|err| panic!("{err}"));
+            route.rule = or_panic(route.rule.prefixed(&prefix));
             route.body_limit = route.body_limit.or(Some(sub.body_limit));
             let name = route.name.take();
             let id = shared.push_route(route);
@@ -377,6 +363,7 @@ impl App {
     /// let mut app = celer::App::new();
     /// app.middleware(server_header);
     /// ```
+    #[track_caller]
     pub fn middleware<H: Handler<T>, T>(&mut self, middleware: H) -> &mut Self {
         let middleware = boxed(middleware);
         match self.scopes.last_mut() {
@@ -387,13 +374,35 @@ impl App {
     }
 
     /// Installs a status handler: it renders the responses whose status
-    /// matches (one status or a range), whoever produced them.
+    /// matches (one status or a range) and whose body nobody chose: the
+    /// framework's own (404, 405, rejections, [`Error`](crate::Error)s) and
+    /// bodyless ones (a handler returning a bare `StatusCode`). A body a
+    /// handler chose, such as `(StatusCode::NOT_FOUND, Json(..))`, is kept;
+    /// [`status_all`](App::status_all) replaces those too.
     ///
     /// The handler receives the response; when it answers `200 OK`, the
-    /// original status is kept, and headers that must survive (`Allow`,
-    /// `Location`, `WWW-Authenticate`, `Retry-After`) are copied over. The
-    /// first matching handler wins. Inside a scope it covers the scope's
-    /// routes only.
+    /// original status is kept, and every header of the original response
+    /// that the rendering does not set itself is kept, except those that
+    /// describe the old body (`Content-Type`, `Content-Length`,
+    /// `Content-Encoding`, `Content-Range`, `ETag`, `Last-Modified`). The
+    /// first matching handler wins.
+    ///
+    /// # Order
+    ///
+    /// App-level status handlers run inside the app middleware, right
+    /// around routing; so a middleware sees, and adds its headers to, the
+    /// rendered page:
+    ///
+    /// ```text
+    ///  request ──▶ app middleware 1 ──▶ app middleware 2 ──▶ status handlers ──▶ routing
+    ///  response ◀── (adds x-request-id) ◀────────────────── (renders 404) ◀──── 404 / route chain
+    ///
+    ///  route chain: scope middleware and scope status handlers (in the order
+    ///               they were added) ──▶ route middleware ──▶ handler ──▶ .then(..)
+    /// ```
+    ///
+    /// Inside a scope a status handler is a middleware of the scope's
+    /// routes, at the place it was added.
     ///
     /// ```
     /// use celer::response::Html;
@@ -406,23 +415,80 @@ impl App {
         statuses: impl Into<StatusMatch>,
         handler: H,
     ) -> &mut Self {
-        let entry = (statuses.into(), handler.into_boxed());
+        self.add_status(statuses.into(), handler.into_boxed(), false)
+    }
+
+    /// A status handler like [`status`](App::status) that also replaces
+    /// the bodies handlers chose.
+    ///
+    /// ```
+    /// let mut app = celer::App::new();
+    /// app.status_all(500..=599, |_res: celer::Response| async { "sorry" });
+    /// ```
+    pub fn status_all<H: StatusHandler<T>, T>(
+        &mut self,
+        statuses: impl Into<StatusMatch>,
+        handler: H,
+    ) -> &mut Self {
+        self.add_status(statuses.into(), handler.into_boxed(), true)
+    }
+
+    fn add_status(
+        &mut self,
+        statuses: StatusMatch,
+        handler: BoxStatusHandler,
+        all: bool,
+    ) -> &mut Self {
+        let entry = status::Entry {
+            statuses,
+            handler,
+            all,
+        };
         match self.scopes.last_mut() {
-            Some(scope) => scope.middleware.push(status::middleware(vec![entry])),
+            Some(scope) => scope
+                .middleware
+                .push(status::middleware(vec![entry], false)),
             None => self.shared_mut().status.push(entry),
         }
         self
     }
 
-    /// Installs shared state, read by handlers with
-    /// [`Request::state`](crate::Request::state); one value per type.
+    /// Renders error responses as RFC 9457 problem details
+    /// (`application/problem+json`): rejections, [`Error`](crate::Error)s
+    /// and bodyless 4xx/5xx answers (404, 405, a bare `StatusCode`), with
+    /// `type`, `title`, `status` and, for client errors, the rejection's
+    /// [`detail`](crate::extract::rejection::JsonRejection::detail). Bodies
+    /// that handlers or status handlers chose are kept. Off by default.
     ///
     /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use tower::ServiceExt;
     /// let mut app = celer::App::new();
-    /// app.state(std::sync::Arc::new(String::from("config")));
+    /// app.problem_details(true);
+    /// let req = http::Request::get("/nowhere").body(celer::Body::empty()).unwrap();
+    /// let res = app.oneshot(req).await.unwrap();
+    /// assert_eq!(res.headers()["content-type"], "application/problem+json");
+    /// let body = res.into_body().collect_bytes().await.unwrap();
+    /// assert_eq!(&body[..], br#"{"status":404,"title":"Not Found","type":"about:blank"}"#);
+    /// # });
     /// ```
-    pub fn state<T: Clone + Send + Sync + 'static>(&mut self, value: T) -> &mut Self {
-        self.shared_mut().state.insert(value);
+    pub fn problem_details(&mut self, on: bool) -> &mut Self {
+        self.shared_mut().problem = on;
+        self
+    }
+
+    /// Installs shared state, read by handlers with
+    /// [`Request::state`](crate::Request::state) by the same type; one
+    /// value per type. The value is kept in an `Arc`, so it need not be
+    /// `Clone`.
+    ///
+    /// ```
+    /// struct Store { notes: std::sync::Mutex<Vec<String>> }
+    /// let mut app = celer::App::new();
+    /// app.state(Store { notes: Default::default() });
+    /// ```
+    pub fn state<T: Send + Sync + 'static>(&mut self, value: T) -> &mut Self {
+        self.shared_mut().state.insert(Arc::new(value));
         self
     }
 
@@ -453,9 +519,10 @@ impl App {
     /// app.register_type::<u8>("byte", "[0-9]{1,3}");
     /// app.get("/b/<byte:b>", |_req: celer::Request| async { "byte" });
     /// ```
+    #[track_caller]
     pub fn register_type<T: FromStr + 'static>(&mut self, name: &str, pattern: &str) -> &mut Self {
         let result = self.shared_mut().router.register_type::<T>(name, pattern);
-        result.unwrap_or_else(|err| panic!("{err}"));
+        or_panic(result);
         self
     }
 
@@ -501,6 +568,16 @@ impl App {
     /// ```
     pub fn url_for(&self, name: &str, params: &UrlParams<'_>) -> Result<String, UrlError> {
         self.shared.url_for(name, params)
+    }
+}
+
+/// The value of a registration, or a panic at the caller's line with the
+/// rule's error (the location comes from `#[track_caller]` up the chain).
+#[track_caller]
+fn or_panic<T>(result: Result<T, crate::router::RuleError>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(err) => panic!("{err}"),
     }
 }
 
@@ -566,6 +643,7 @@ impl Shared {
         id
     }
 
+    #[track_caller]
     fn set_name(&mut self, id: usize, name: &str) {
         if let Some(old) = self.names.insert(name.into(), id) {
             if old != id {

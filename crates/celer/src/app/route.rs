@@ -36,6 +36,7 @@ impl<'a> RouteBuilder<'a> {
     /// # Panics
     ///
     /// Panics if another route has this name.
+    #[track_caller]
     pub fn name(self, name: &str) -> Self {
         self.app.shared_mut().set_name(self.id, name);
         self
@@ -102,6 +103,7 @@ macro_rules! method_shortcuts {
                 /// # Panics
                 ///
                 /// Panics if the rule is invalid.
+                #[track_caller]
                 pub fn $fn<H: Handler<T>, T>(&mut self, rule: &str, handler: H) -> RouteBuilder<'_> {
                     self.route(crate::MethodSet::$set, rule, handler)
                 }

@@ -3,6 +3,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::ops::ControlFlow;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -35,6 +36,43 @@ where
     }
 }
 
+thread_local! {
+    /// The route of the request whose handler is unwinding, written when
+    /// the request is dropped during the unwind and read by the catch.
+    static PANICKED_ROUTE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Records the route of a request dropped while its handler panics.
+pub(crate) fn note_panicked_route(route: String) {
+    PANICKED_ROUTE.with(|slot| {
+        if let Ok(mut slot) = slot.try_borrow_mut() {
+            slot.get_or_insert(route);
+        }
+    });
+}
+
+/// The answer to a request whose handler panicked: the panic is logged
+/// (target `celer::panic`) with its message and route, and the client gets
+/// a `500`; the connection and the worker go on.
+#[cold]
+#[inline(never)]
+fn panicked(payload: &(dyn std::any::Any + Send)) -> Response {
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-string payload");
+    let route = PANICKED_ROUTE
+        .with(|slot| slot.try_borrow_mut().ok().and_then(|mut slot| slot.take()))
+        .unwrap_or_else(|| "unknown (the request had been dropped)".to_owned());
+    tracing::error!(target: "celer::panic", route = %route, panic = %message, "handler panicked; answered 500");
+    crate::error::generated(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal server error",
+        "",
+    )
+}
+
 pin_project_lite::pin_project! {
     /// The future of [`App`]'s `Service::call`; it never fails.
     ///
@@ -46,6 +84,8 @@ pin_project_lite::pin_project! {
     pub struct ResponseFuture {
         #[pin]
         inner: Dispatched,
+        // Set once the handler panicked: its future is not polled again.
+        done: bool,
     }
 }
 
@@ -54,7 +94,26 @@ impl Future for ResponseFuture {
 
     #[inline(never)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().inner.poll_output(cx)
+        let this = self.project();
+        if *this.done {
+            return Poll::Pending;
+        }
+        let inner = this.inner;
+        // A panicking handler is answered 500; the engine never sees the
+        // panic, so the connection and its worker go on.
+        match std::panic::catch_unwind(AssertUnwindSafe(move || inner.poll_output(cx))) {
+            Ok(poll) => poll,
+            Err(payload) => {
+                *this.done = true;
+                Poll::Ready(Ok(panicked(&*payload)))
+            }
+        }
+    }
+}
+
+impl ResponseFuture {
+    fn new(inner: Dispatched) -> Self {
+        ResponseFuture { inner, done: false }
     }
 }
 
@@ -78,36 +137,27 @@ impl AppConn {
         B::Error: Into<BoxError>,
     {
         let req = Request::from_http(req, self.clone());
-        let shared = &*self.shared;
-        // The common case, a fully static rule whose chain answers, in
-        // line: it is what `run_app` and `dispatch` would choose.
-        if shared.middleware.is_empty() && shared.status.is_empty() {
-            if let Some(route) = shared.static_route(req.method(), req.path()) {
-                return ResponseFuture {
-                    inner: shared.run_static_route(route, req),
-                };
+        // A handler or middleware that panics before returning its future
+        // is answered like one whose future panics.
+        match std::panic::catch_unwind(AssertUnwindSafe(move || self.dispatch(req))) {
+            Ok(inner) => ResponseFuture::new(inner),
+            Err(payload) => {
+                ResponseFuture::new(NextFuture::ready(panicked(&*payload)).into())
             }
-        }
-        ResponseFuture {
-            inner: self.run(req),
         }
     }
 
-    /// Everything but the common case of [`call`](AppConn::call).
-    #[inline(never)]
-    fn run(self: &Arc<Self>, req: Request) -> Dispatched {
+    #[inline]
+    fn dispatch(&self, req: Request) -> Dispatched {
         let shared = &*self.shared;
-        if shared.status.is_empty() {
-            shared.run_app(0, req)
-        } else {
-            let conn = self.clone();
-            NextFuture::boxed(Box::pin(async move {
-                let shared = &conn.shared;
-                let res = shared.run_app(0, req).into_next().await;
-                status::apply(&shared.status, res).await
-            }))
-            .into()
+        // The common case, a fully static rule whose chain answers, in
+        // line: it is what `run_app` and `dispatch` would choose.
+        if shared.middleware.is_empty() && !shared.has_finish() {
+            if let Some(route) = shared.static_route(req.method(), req.path()) {
+                return shared.run_static_route(route, req);
+            }
         }
+        shared.run_app(0, req)
     }
 }
 
@@ -117,8 +167,29 @@ impl Shared {
     pub(crate) fn run_app(&self, idx: usize, req: Request) -> Dispatched {
         match self.middleware.get(idx) {
             Some(middleware) => middleware(req, Next::new(Pos::App(idx + 1))),
+            None if self.has_finish() => self.dispatch_and_finish(req),
             None => self.dispatch(req, 0),
         }
+    }
+
+    /// Whether responses go through status handlers or problem+json
+    /// rendering after routing.
+    #[inline]
+    fn has_finish(&self) -> bool {
+        !self.status.is_empty() || self.problem
+    }
+
+    /// Routing, then the status handlers and problem+json rendering: the
+    /// innermost step of the app middleware.
+    #[inline(never)]
+    fn dispatch_and_finish(&self, req: Request) -> Dispatched {
+        let conn = req.conn().clone();
+        let fut = self.dispatch(req, 0).into_next();
+        NextFuture::boxed(Box::pin(async move {
+            let shared = &conn.shared;
+            status::apply(&shared.status, shared.problem, fut.await).await
+        }))
+        .into()
     }
 
     #[inline]
@@ -149,7 +220,7 @@ impl Shared {
         let Some(found) = self.routes.get(route) else {
             return NextFuture::status(StatusCode::NOT_FOUND).into();
         };
-        req.set_static_route(found.body_limit.unwrap_or(self.body_limit));
+        req.set_static_route(route, found.body_limit.unwrap_or(self.body_limit));
         match found.chain.first() {
             Some(handler) => handler(
                 req,
@@ -185,7 +256,7 @@ impl Shared {
         };
         let route = &self.routes[found.route];
         let limit = route.body_limit.unwrap_or(self.body_limit);
-        req.set_route(&route.rule.names, found.params, limit);
+        req.set_route(found.route, &route.rule.names, found.params, limit);
         let fut = self.run_route(found.route, 0, nth, req);
         if found.head_via_get {
             // RFC 9110 §9.3.2: HEAD is GET without the content.

@@ -84,42 +84,74 @@ where
     }
 }
 
-/// Headers that a rendered error page must keep from the original response
-/// (RFC 9110: 405 needs `Allow`, 3xx `Location`, 401 `WWW-Authenticate`).
-const KEPT_HEADERS: [header::HeaderName; 4] = [
-    header::ALLOW,
-    header::LOCATION,
-    header::WWW_AUTHENTICATE,
-    header::RETRY_AFTER,
+/// One status handler as the app keeps it.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    pub(crate) statuses: StatusMatch,
+    pub(crate) handler: BoxStatusHandler,
+    /// Replaces bodies that handlers chose too ([`App::status_all`](super::App::status_all)).
+    pub(crate) all: bool,
+}
+
+/// Headers that describe the original body: not carried over to a
+/// rendered page, which has its own (RFC 9110 §8: representation data).
+const BODY_HEADERS: [header::HeaderName; 6] = [
+    header::CONTENT_TYPE,
+    header::CONTENT_LENGTH,
+    header::CONTENT_ENCODING,
+    header::CONTENT_RANGE,
+    header::ETAG,
+    header::LAST_MODIFIED,
 ];
 
-/// Applies the first matching handler of `handlers` to `res`.
-pub(crate) async fn apply(handlers: &[(StatusMatch, BoxStatusHandler)], res: Response) -> Response {
+/// Applies the first matching handler of `handlers` to `res`, then the
+/// problem+json rendering when `problem` is on.
+pub(crate) async fn apply(handlers: &[Entry], problem: bool, res: Response) -> Response {
+    let res = render(handlers, res).await;
+    if problem {
+        crate::error::into_problem(res)
+    } else {
+        res
+    }
+}
+
+async fn render(handlers: &[Entry], res: Response) -> Response {
     let status = res.status();
-    let Some((_, handler)) = handlers.iter().find(|(m, _)| m.matches(status)) else {
+    let Some(entry) = handlers.iter().find(|e| e.statuses.matches(status)) else {
         return res;
     };
-    let kept: Vec<_> = KEPT_HEADERS
-        .iter()
-        .filter_map(|name| Some((name.clone(), res.headers().get(name)?.clone())))
-        .collect();
-    let mut rendered = handler(res).await;
+    if !entry.all && !crate::error::is_replaceable(&res) {
+        return res;
+    }
+    let mut kept = res.headers().clone();
+    for name in &BODY_HEADERS {
+        kept.remove(name);
+    }
+    let mut rendered = (entry.handler)(res).await;
     if rendered.status() == StatusCode::OK {
         *rendered.status_mut() = status;
     }
-    for (name, value) in kept {
-        rendered.headers_mut().entry(name).or_insert(value);
+    // What middleware and handlers set (a request id, `Allow`, `Location`,
+    // `WWW-Authenticate`, `Retry-After`, cookies) stays, unless the
+    // rendering sets that field itself.
+    for name in kept.keys() {
+        if !rendered.headers().contains_key(name) {
+            for value in kept.get_all(name) {
+                rendered.headers_mut().append(name.clone(), value.clone());
+            }
+        }
     }
     rendered
 }
 
-/// Status handlers as a middleware, for scopes and mounted apps.
-pub(crate) fn middleware(handlers: Vec<(StatusMatch, BoxStatusHandler)>) -> BoxHandler {
+/// Status handlers (and the problem+json rendering) as a middleware, for
+/// the app, scopes and mounted apps.
+pub(crate) fn middleware(handlers: Vec<Entry>, problem: bool) -> BoxHandler {
     let handlers: Arc<[_]> = handlers.into();
     Arc::new(move |req: Request, next: Next| {
         let handlers = handlers.clone();
         NextFuture::boxed(Box::pin(async move {
-            apply(&handlers, next.run(req).await).await
+            apply(&handlers, problem, next.run(req).await).await
         }))
         .into()
     })

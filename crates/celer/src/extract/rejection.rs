@@ -40,6 +40,18 @@ macro_rules! define_rejection {
             pub fn body_text(&self) -> &'static str {
                 $body
             }
+
+            /// What went wrong, for a person: the short body followed by
+            /// the cause (a serde message, the missing type, ...). This is
+            /// the `detail` of the problem+json rendering
+            /// ([`App::problem_details`](crate::App::problem_details)) of
+            /// client errors; for a server error it stays in the log.
+            pub fn detail(&self) -> String {
+                match &self.source {
+                    Some(source) => format!("{}: {source}", $body),
+                    None => $body.to_owned(),
+                }
+            }
         }
 
         impl fmt::Display for $name {
@@ -60,8 +72,13 @@ macro_rules! define_rejection {
 
         impl IntoResponse for $name {
             fn into_response(self) -> Response {
-                tracing::trace!(target: "celer::rejection", status = %self.status(), rejection = %self);
-                (self.status(), $body).into_response()
+                let status = self.status();
+                if status.is_server_error() {
+                    tracing::error!(target: "celer::error", status = %status, error = %self.detail(), "handler failed");
+                } else {
+                    tracing::trace!(target: "celer::rejection", status = %status, rejection = %self);
+                }
+                crate::error::generated(status, $body, &self.detail())
             }
         }
     };
@@ -84,6 +101,21 @@ macro_rules! composite_rejection {
             pub fn status(&self) -> StatusCode {
                 match self {
                     $($name::$variant(inner) => inner.status(),)+
+                }
+            }
+
+            /// The body this rejection is answered with.
+            pub fn body_text(&self) -> &'static str {
+                match self {
+                    $($name::$variant(inner) => inner.body_text(),)+
+                }
+            }
+
+            /// What went wrong, for a person; see the `detail` of each
+            /// rejection.
+            pub fn detail(&self) -> String {
+                match self {
+                    $($name::$variant(inner) => inner.detail(),)+
                 }
             }
         }
@@ -187,6 +219,13 @@ define_rejection!(
     InvalidParam, BAD_REQUEST, "invalid path parameter"
 );
 define_rejection!(
+    /// The handler reads a parameter as a type that disagrees with the
+    /// rule's (a number from a `string` parameter, or a type that does not
+    /// parse what the rule's type accepted): a server bug (500), logged
+    /// with the parameter, the rule and the route.
+    ParamTypeMismatch, INTERNAL_SERVER_ERROR, "internal server error"
+);
+define_rejection!(
     /// The handler asked for shared state that was never installed: a server
     /// bug (500).
     MissingState, INTERNAL_SERVER_ERROR, "internal server error"
@@ -227,7 +266,7 @@ composite_rejection!(
 );
 composite_rejection!(
     /// Failures of [`Request::param`](crate::Request::param).
-    ParamRejection { MissingParam, InvalidParam }
+    ParamRejection { MissingParam, InvalidParam, ParamTypeMismatch }
 );
 
 widen_bytes_rejection!(TextRejection);
@@ -240,12 +279,12 @@ widen_bytes_rejection!(FormRejection);
 /// into a 500.
 pub(crate) fn status_of(
     err: &(dyn std::error::Error + 'static),
-) -> Option<(StatusCode, &'static str)> {
+) -> Option<(StatusCode, &'static str, String)> {
     macro_rules! leaves {
         ($($leaf:ident),+ $(,)?) => {
             $(
                 if let Some(rejection) = err.downcast_ref::<$leaf>() {
-                    return Some((rejection.status(), rejection.body_text()));
+                    return Some((rejection.status(), rejection.body_text(), rejection.detail()));
                 }
             )+
         };
@@ -263,6 +302,7 @@ pub(crate) fn status_of(
         QueryDataError,
         MissingParam,
         InvalidParam,
+        ParamTypeMismatch,
         MissingState,
     );
     let grouped = err.is::<BytesRejection>()

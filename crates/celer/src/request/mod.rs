@@ -16,10 +16,11 @@ use crate::app::{AppConn, Shared};
 use crate::extract::rejection::{
     BodyAlreadyTaken, BytesRejection, FormDataError, FormRejection, InvalidParam, InvalidUtf8,
     JsonDataError, JsonRejection, JsonSyntaxError, MissingFormContentType, MissingJsonContentType,
-    MissingParam, ParamRejection, QueryDataError, QueryRejection, TextRejection,
+    MissingParam, MissingState, ParamRejection, ParamTypeMismatch, QueryDataError, QueryRejection,
+    TextRejection,
 };
 use crate::extract::{FromRequest, read_limited};
-use crate::router::{RawParams, UrlError, UrlParams, decode};
+use crate::router::{ParamKind, RawParams, UrlError, UrlParams, decode};
 use crate::{Body, BoxError};
 
 use self::spare::InnerBox;
@@ -55,7 +56,13 @@ struct Inner {
     /// The limit for body extractors, set from the matched route.
     body_limit: usize,
     body_taken: bool,
+    /// The id of the matched route, [`NO_ROUTE`] before routing: names
+    /// the route in the log lines of a parameter mismatch or a panic.
+    route: u32,
 }
+
+/// [`Inner::route`] before routing.
+const NO_ROUTE: u32 = u32::MAX;
 
 /// The addresses of the connection a request arrived on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -125,6 +132,7 @@ impl Request {
                 params: None,
                 body_limit,
                 body_taken: false,
+                route: NO_ROUTE,
             },
         );
         Request {
@@ -142,27 +150,40 @@ impl Request {
         &self.inner.conn
     }
 
-    pub(crate) fn set_route(&mut self, names: &Arc<[Box<str>]>, raw: RawParams, limit: usize) {
+    pub(crate) fn set_route(
+        &mut self,
+        route: usize,
+        names: &Arc<[Box<str>]>,
+        raw: RawParams,
+        limit: usize,
+    ) {
         if raw.len() > 0 {
             self.inner.params = Some(PathParams {
                 names: names.clone(),
                 raw,
             });
             self.inner.body_limit = limit;
+            self.inner.route = route as u32;
         } else {
-            self.set_static_route(limit);
+            self.set_static_route(route, limit);
         }
     }
 
     /// [`set_route`](Request::set_route) for a rule without parameters.
     #[inline]
-    pub(crate) fn set_static_route(&mut self, limit: usize) {
+    pub(crate) fn set_static_route(&mut self, route: usize, limit: usize) {
         // Nothing to replace after no route with parameters (the common
         // case of a static route).
         if self.inner.params.is_some() {
             self.inner.params = None;
         }
         self.inner.body_limit = limit;
+        self.inner.route = route as u32;
+    }
+
+    /// The matched route as log lines name it: its methods and rule.
+    fn route_desc(&self) -> String {
+        self.inner.route_desc()
     }
 
     /// The notice that the server has begun a graceful shutdown (the
@@ -280,16 +301,31 @@ impl Request {
             .or_else(|| self.extensions().get::<LocalAddr>().map(|addr| addr.0))
     }
 
-    /// Shared application state installed with [`App::state`](crate::App::state).
+    /// Shared application state installed with [`App::state`](crate::App::state),
+    /// by the type it was installed as.
+    ///
+    /// A type that was never installed is a [`MissingState`] rejection,
+    /// answered `500` with a log line that names the type; `?` passes it on
+    /// (into [`Error`](crate::Error) as well).
     ///
     /// ```
+    /// struct Store { name: &'static str }
     /// # let mut app = celer::App::new();
-    /// app.state(String::from("db"));
+    /// app.state(Store { name: "db" });
     /// # let req = celer::Request::builder().uri("/").app(&app).body(()).unwrap();
-    /// assert_eq!(req.state::<String>().map(String::as_str), Some("db"));
+    /// assert_eq!(req.state::<Store>().unwrap().name, "db");
+    /// let err = req.state::<u32>().unwrap_err();
+    /// assert!(err.detail().contains("u32"));
     /// ```
-    pub fn state<T: Send + Sync + 'static>(&self) -> Option<&T> {
-        self.inner.conn.shared.state.get::<T>()
+    pub fn state<T: Send + Sync + 'static>(&self) -> Result<&T, MissingState> {
+        match self.inner.conn.shared.state.get::<Arc<T>>() {
+            Some(value) => Ok(value),
+            None => Err(MissingState::with_source(format!(
+                "no state of type `{}` was installed with App::state (route {})",
+                std::any::type_name::<T>(),
+                self.route_desc(),
+            ))),
+        }
     }
 
     /// The raw query string, if any.
@@ -345,8 +381,19 @@ impl Request {
 
     /// A path parameter, converted with `FromStr` from its decoded value.
     ///
-    /// An unknown name is a server bug (500); a value that does not convert
-    /// is a client error (400).
+    /// The rule and the handler must agree; where they do not, the answer
+    /// is a `500` whose log line (target `celer::error`) names the
+    /// parameter, the rule and the route:
+    ///
+    /// - a name the rule does not have;
+    /// - a number type (`u64`, `i32`, ...) read from a `string` parameter
+    ///   (write `<uint:id>` or `<int:id>` in the rule, so that a
+    ///   non-number is a `404`);
+    /// - a value the rule's type accepted that `T` does not parse (`<int:n>`
+    ///   read as `u8`, say).
+    ///
+    /// A `string` or `path` parameter that `T` does not parse is the
+    /// client's error: `400`.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -362,8 +409,67 @@ impl Request {
     /// # });
     /// ```
     pub fn param<T: FromStr>(&self, name: &str) -> Result<T, ParamRejection> {
-        let value = self.param_str(name).ok_or_else(MissingParam::new)?;
-        value.parse().map_err(|_| InvalidParam::new().into())
+        let Some(value) = self.param_str(name) else {
+            return Err(self.missing_param(name));
+        };
+        let kind = self.param_kind(name);
+        let target = std::any::type_name::<T>();
+        if matches!(kind, Some(ParamKind::Str)) && is_number_type(target) {
+            return Err(self.param_mismatch(name, target, None));
+        }
+        match value.parse() {
+            Ok(value) => Ok(value),
+            Err(_) => match kind {
+                Some(ParamKind::Str | ParamKind::Path) | None => Err(InvalidParam::new().into()),
+                Some(_) => Err(self.param_mismatch(name, target, Some(&value))),
+            },
+        }
+    }
+
+    /// The type the matched rule gives parameter `name`.
+    fn param_kind(&self, name: &str) -> Option<ParamKind> {
+        let route = self.inner.route as usize;
+        let route = self.inner.conn.shared.routes.get(route)?;
+        route.rule.kind_of(name).cloned()
+    }
+
+    fn missing_param(&self, name: &str) -> ParamRejection {
+        let names: Vec<&str> = match &self.inner.params {
+            Some(params) => params.names.iter().map(|n| &**n).collect(),
+            None => Vec::new(),
+        };
+        let has = if names.is_empty() {
+            "no parameters".to_owned()
+        } else {
+            format!("parameters {}", names.join(", "))
+        };
+        MissingParam::with_source(format!(
+            "the handler asked for parameter {name:?}, but the rule of route {} has {has}",
+            self.route_desc(),
+        ))
+        .into()
+    }
+
+    fn param_mismatch(&self, name: &str, target: &str, value: Option<&str>) -> ParamRejection {
+        let kind = self
+            .param_kind(name)
+            .map_or_else(|| "string".to_owned(), |k| k.name().to_owned());
+        let detail = match value {
+            None => format!(
+                "parameter {name:?} of route {} is a `{kind}` in the rule but is read as \
+                 `{target}`: declare it `<{}:{name}>` in the rule (a value of another \
+                 shape then gets 404), or read it as a String",
+                self.route_desc(),
+                if target.starts_with('u') { "uint" } else { "int" },
+            ),
+            Some(value) => format!(
+                "parameter {name:?} of route {}: the rule's type `{kind}` accepted {value:?} \
+                 but `{target}` does not parse it; make the rule and the type agree \
+                 (int: i64, uint: u64, or a type added with register_type)",
+                self.route_desc(),
+            ),
+        };
+        ParamTypeMismatch::with_source(detail).into()
     }
 
     /// A path parameter as a decoded string.
@@ -476,7 +582,8 @@ impl Request {
 
     /// Gives back the `http` request.
     pub fn into_http(self) -> http::Request<Body> {
-        self.inner.into_inner().http
+        let mut inner = self.inner.into_inner();
+        std::mem::take(&mut inner.http)
     }
 
     /// A builder for requests outside a server, e.g. in tests and docs.
@@ -500,6 +607,54 @@ impl fmt::Debug for Request {
             .field("uri", self.uri())
             .field("params", &self.params().collect::<Vec<_>>())
             .finish_non_exhaustive()
+    }
+}
+
+/// Whether `name` (from `std::any::type_name`) is a primitive number type.
+fn is_number_type(name: &str) -> bool {
+    matches!(
+        name,
+        "i8" | "i16"
+            | "i32"
+            | "i64"
+            | "i128"
+            | "isize"
+            | "u8"
+            | "u16"
+            | "u32"
+            | "u64"
+            | "u128"
+            | "usize"
+            | "f32"
+            | "f64"
+    )
+}
+
+// ===== impl Inner =====
+
+impl Inner {
+    fn route_desc(&self) -> String {
+        let method = self.http.method();
+        let path = self.http.uri().path();
+        match self.conn.shared.routes.get(self.route as usize) {
+            Some(route) => format!(
+                "{} {} (for {method} {path})",
+                route.methods.to_allow(),
+                route.rule
+            ),
+            None => format!("none yet (for {method} {path})"),
+        }
+    }
+}
+
+impl Drop for Inner {
+    #[inline]
+    fn drop(&mut self) {
+        // A request dropped while its handler unwinds names the route for
+        // the log line of the panic (see `app/service.rs`).
+        if std::thread::panicking() {
+            crate::app::note_panicked_route(self.route_desc());
+        }
     }
 }
 

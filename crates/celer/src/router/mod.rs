@@ -72,6 +72,7 @@ pub(crate) use self::exact::ExactIndex;
 pub(crate) use self::method::{N_STANDARD, standard_index, standard_method};
 use self::tree::Node;
 pub(crate) use self::tree::{RawParams, decode};
+pub(crate) use self::types::ParamKind;
 use self::types::TypeRegistry;
 
 /// The most parameters one rule can have.
@@ -120,7 +121,7 @@ pub struct Params<'r, 'p> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleError {
     rule: String,
-    reason: &'static str,
+    reason: std::borrow::Cow<'static, str>,
 }
 
 // ===== impl Router =====
@@ -412,11 +413,22 @@ impl fmt::Debug for Params<'_, '_> {
 // ===== impl RuleError =====
 
 impl RuleError {
-    pub(crate) fn new(rule: &str, reason: &'static str) -> Self {
+    pub(crate) fn new(rule: &str, reason: impl Into<std::borrow::Cow<'static, str>>) -> Self {
         RuleError {
             rule: rule.to_owned(),
-            reason,
+            reason: reason.into(),
         }
+    }
+
+    /// What is wrong with the rule, with a suggestion when there is one.
+    ///
+    /// ```
+    /// let router = celer::router::Router::<()>::new();
+    /// let err = router.parse("/notes/{id}").unwrap_err();
+    /// assert!(err.reason().contains("<id>"));
+    /// ```
+    pub fn reason(&self) -> &str {
+        &self.reason
     }
 }
 

@@ -199,7 +199,51 @@ impl fmt::Debug for Rule {
     }
 }
 
+/// Refuses the parameter syntaxes of other routers, which would otherwise
+/// be taken as literal text and never match what their author meant:
+/// `{id}` and `{*rest}` (axum, matchit), `:id` and `*rest` (Express,
+/// Rails).
+fn foreign_syntax(rule: &str, part: &str) -> Result<(), RuleError> {
+    if let Some(open) = part.find('{') {
+        let inner = part[open + 1..].split('}').next().unwrap_or("");
+        let suggestion = match inner.strip_prefix('*') {
+            Some(rest) => format!("<path:{rest}>"),
+            None => format!("<{inner}>"),
+        };
+        return Err(RuleError::new(
+            rule,
+            format!(
+                "`{{{inner}}}` is not a parameter here: Celer's rules write parameters \
+                 as `<name>` or `<type:name>`; write `{suggestion}` (or a typed \
+                 `<int:{name}>`, `<uint:{name}>`)",
+                name = inner.trim_start_matches('*'),
+            ),
+        ));
+    }
+    if part.contains('}') {
+        return Err(RuleError::new(
+            rule,
+            "unexpected '}': parameters are written `<name>` or `<type:name>`",
+        ));
+    }
+    for (sigil, kind) in [(':', ""), ('*', "path:")] {
+        if let Some(name) = part.strip_prefix(sigil) {
+            if is_identifier(name) {
+                return Err(RuleError::new(
+                    rule,
+                    format!(
+                        "`{part}` is not a parameter here: Celer's rules write parameters \
+                         as `<name>` or `<type:name>`; write `<{kind}{name}>`"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn parse_segment(rule: &str, part: &str, types: &TypeRegistry) -> Result<Vec<Piece>, RuleError> {
+    foreign_syntax(rule, part)?;
     let mut pieces = Vec::new();
     let mut rest = part;
     while !rest.is_empty() {
@@ -212,15 +256,37 @@ fn parse_segment(rule: &str, part: &str, types: &TypeRegistry) -> Result<Vec<Pie
         }
         let close = rest[open..]
             .find('>')
-            .ok_or_else(|| RuleError::new(rule, "unclosed '<'"))?;
+            .ok_or_else(|| {
+                RuleError::new(
+                    rule,
+                    format!(
+                        "unclosed '<' in segment {part:?}: close the parameter with '>', \
+                         as in `<name>` or `<int:name>`"
+                    ),
+                )
+            })?;
         let inner = &rest[open + 1..open + close];
         let (type_name, name) = inner.split_once(':').unwrap_or(("string", inner));
         if !is_identifier(name) {
-            return Err(RuleError::new(rule, "invalid parameter name"));
+            return Err(RuleError::new(
+                rule,
+                format!(
+                    "invalid parameter name {name:?} in `<{inner}>`: a name is letters, \
+                     digits and '_', not starting with a digit"
+                ),
+            ));
         }
         let kind = types
             .lookup(type_name)
-            .ok_or_else(|| RuleError::new(rule, "unknown parameter type"))?;
+            .ok_or_else(|| {
+                RuleError::new(
+                    rule,
+                    format!(
+                        "unknown parameter type {type_name:?} in `<{inner}>`: the types are \
+                         int, uint, string, uuid, path and those added with register_type"
+                    ),
+                )
+            })?;
         pieces.push(Piece::Param {
             name: name.into(),
             kind,
@@ -231,7 +297,10 @@ fn parse_segment(rule: &str, part: &str, types: &TypeRegistry) -> Result<Vec<Pie
         .iter()
         .any(|p| matches!(p, Piece::Literal(l) if l.contains('>')))
     {
-        return Err(RuleError::new(rule, "unexpected '>'"));
+        return Err(RuleError::new(
+            rule,
+            "unexpected '>' without its '<': parameters are written `<name>` or `<type:name>`",
+        ));
     }
     Ok(pieces)
 }

@@ -40,8 +40,10 @@ fn app() -> App {
         }
         req.query::<Page>().map(|page| page.n.to_string())
     });
+    // A `string` parameter read as a non-number type: a value it does
+    // not parse is the client's error.
     app.get("/p/<id>", |req: Request| async move {
-        req.param::<u8>("id").map(|n| n.to_string())
+        req.param::<std::net::Ipv4Addr>("id").map(|ip| ip.to_string())
     });
     app.get("/missing", |req: Request| async move {
         req.param::<u8>("nope").map(|n| n.to_string())
@@ -170,9 +172,9 @@ fn form_query_and_params_extract() {
         assert_eq!(query.body, "5");
         let query = send_with(&app, http::Request::get("/query?n=x"), Body::empty()).await;
         assert_eq!(query.status, StatusCode::BAD_REQUEST);
-        let param = send_with(&app, http::Request::get("/p/200"), Body::empty()).await;
-        assert_eq!(param.body, "200");
-        let param = send_with(&app, http::Request::get("/p/300"), Body::empty()).await;
+        let param = send_with(&app, http::Request::get("/p/10.0.0.1"), Body::empty()).await;
+        assert_eq!(param.body, "10.0.0.1");
+        let param = send_with(&app, http::Request::get("/p/10.0.0.300"), Body::empty()).await;
         assert_eq!(param.status, StatusCode::BAD_REQUEST);
         let missing = send_with(&app, http::Request::get("/missing"), Body::empty()).await;
         assert_eq!(missing.status, StatusCode::INTERNAL_SERVER_ERROR);
