@@ -254,13 +254,43 @@ impl<T: IntoResponse> IntoResponse for (StatusCode, HeaderMap, T) {
     }
 }
 
-impl<T: IntoResponse, const N: usize> IntoResponse for ([(header::HeaderName, HeaderValue); N], T) {
+/// Header fields with a body: `([(CONTENT_TYPE, "text/csv")], body)`.
+///
+/// Names are anything that converts into a `HeaderName` (a constant such
+/// as `header::LOCATION`, or a `&str`), values anything that converts into
+/// a `HeaderValue` (a `&'static str`, a `String` such as a
+/// [`url_for`](crate::App::url_for) result, a `HeaderValue`). A field that
+/// does not convert is a `500` with a log line naming it. Fields replace
+/// those of the body's response with the same name.
+///
+/// ```
+/// use celer::response::{IntoResponse, Json};
+/// use http::{StatusCode, header};
+///
+/// let location = String::from("/notes/7");
+/// let res = (StatusCode::CREATED, [(header::LOCATION, location)], Json(7)).into_response();
+/// assert_eq!(res.status(), 201);
+/// assert_eq!(res.headers()["location"], "/notes/7");
+/// ```
+impl<K, V, T, const N: usize> IntoResponse for ([(K, V); N], T)
+where
+    K: TryInto<header::HeaderName>,
+    K::Error: std::fmt::Display,
+    V: TryInto<HeaderValue>,
+    V::Error: std::fmt::Display,
+    T: IntoResponse,
+{
     #[inline]
     fn into_response(self) -> Response {
         let mut res = self.1.into_response();
         let mut fields = self.0.into_iter();
         for (name, value) in fields.by_ref() {
-            res.headers_mut().insert(name, value);
+            match (name.try_into(), value.try_into()) {
+                (Ok(name), Ok(value)) => {
+                    res.headers_mut().insert(name, value);
+                }
+                (name, value) => return invalid_field(name.err(), value.err()),
+            }
         }
         // Nothing is left to drop; forgetting the exhausted iterator saves
         // the call that would look.
@@ -268,3 +298,57 @@ impl<T: IntoResponse, const N: usize> IntoResponse for ([(header::HeaderName, He
         res
     }
 }
+
+/// A status, header fields and a body.
+impl<K, V, T, const N: usize> IntoResponse for (StatusCode, [(K, V); N], T)
+where
+    K: TryInto<header::HeaderName>,
+    K::Error: std::fmt::Display,
+    V: TryInto<HeaderValue>,
+    V::Error: std::fmt::Display,
+    T: IntoResponse,
+{
+    #[inline]
+    fn into_response(self) -> Response {
+        let mut res = (self.1, self.2).into_response();
+        // A field that did not convert keeps its 500.
+        if res.extensions().get::<InvalidField>().is_none() {
+            *res.status_mut() = self.0;
+        }
+        res
+    }
+}
+
+/// Header fields alone, with an empty body: `(StatusCode::SEE_OTHER,
+/// [(LOCATION, url)])`.
+impl<K, V, const N: usize> IntoResponse for [(K, V); N]
+where
+    K: TryInto<header::HeaderName>,
+    K::Error: std::fmt::Display,
+    V: TryInto<HeaderValue>,
+    V::Error: std::fmt::Display,
+{
+    #[inline]
+    fn into_response(self) -> Response {
+        (self, ()).into_response()
+    }
+}
+
+#[cold]
+fn invalid_field(
+    name: Option<impl std::fmt::Display>,
+    value: Option<impl std::fmt::Display>,
+) -> Response {
+    let what = match (name, value) {
+        (Some(err), _) => format!("invalid header name: {err}"),
+        (None, Some(err)) => format!("invalid header value: {err}"),
+        (None, None) => "invalid header field".to_owned(),
+    };
+    let mut res = crate::Error::internal(what).into_response();
+    res.extensions_mut().insert(InvalidField);
+    res
+}
+
+/// Marks the 500 of a header field that did not convert.
+#[derive(Clone, Copy, Debug)]
+struct InvalidField;
