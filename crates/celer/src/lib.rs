@@ -130,7 +130,12 @@ pub mod response;
 pub mod router;
 pub mod serve;
 pub mod sse;
+pub mod test;
 pub mod ws;
+
+/// The `http` crate, whose types (`StatusCode`, `HeaderValue`, `header`,
+/// `Method`, ...) handlers use: `celer::http::StatusCode`.
+pub use http;
 
 pub use app::{App, ShutdownNotice};
 pub use body::Body;
@@ -139,6 +144,7 @@ pub use handler::{Handler, Next};
 pub use request::{LocalAddr, RemoteAddr, Request, RequestBuilder};
 pub use response::{IntoResponse, Response};
 pub use router::MethodSet;
+pub use serve::{serve, serve_async};
 
 /// A boxed error, the error type of [`Body`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

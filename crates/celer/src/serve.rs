@@ -1,6 +1,18 @@
 //! Serving an [`App`] over the network with Celer's engine, `celer-server`.
 //!
-//! Bind first, so that address errors surface before anything runs, then
+//! The one-liners, [`celer::serve`](crate::serve()) (blocking) and
+//! [`celer::serve_async`](crate::serve_async) (inside a tokio runtime),
+//! bind, serve, and shut down gracefully on Ctrl-C or `SIGTERM`:
+//!
+//! ```no_run
+//! let mut app = celer::App::new();
+//! app.get("/", |_req: celer::Request| async { "Hello, World!" });
+//! celer::serve("tcp://127.0.0.1:8080", app)?;
+//! # Ok::<_, std::io::Error>(())
+//! ```
+//!
+//! For control over the listeners, limits, threads or the shutdown
+//! signal, bind first, so that address errors surface before anything runs, then
 //! hand the [`Bound`] server to [`App::run`] (blocking, on runtimes of the
 //! engine's own) or [`App::serve`] (async, on the caller's tokio runtime):
 //!
@@ -42,10 +54,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use celer_server::ConnInfo;
 
 pub use celer_server::{
-    Bound, Builder, Incoming, Limits, Listen, Server, Shutdown, Threading, raise_fd_limit,
+    Bound, Builder, ConnInfo, HttpService, Incoming, Limits, Listen, Server, Shutdown, Threading,
+    raise_fd_limit,
 };
 
 #[cfg(doc)]
@@ -78,6 +90,161 @@ pub fn bind(spec: &str) -> io::Result<Bound> {
     Server::builder().listen(listen).bind()
 }
 
+/// Where [`celer::serve`](crate::serve()) listens: a [`Listen`], a spec
+/// string parsed as one (`"tcp://127.0.0.1:8080"`, `"unix:/run/app.sock"`,
+/// and every other scheme [`Listen`] knows), or several of them, as a
+/// `Vec<Listen>` from a command line.
+pub trait ToListen {
+    /// The listeners, or the error of a spec that does not parse.
+    fn to_listen(self) -> io::Result<Vec<Listen>>;
+}
+
+impl ToListen for Listen {
+    fn to_listen(self) -> io::Result<Vec<Listen>> {
+        Ok(vec![self])
+    }
+}
+
+impl ToListen for Vec<Listen> {
+    fn to_listen(self) -> io::Result<Vec<Listen>> {
+        Ok(self)
+    }
+}
+
+impl<const N: usize> ToListen for [Listen; N] {
+    fn to_listen(self) -> io::Result<Vec<Listen>> {
+        Ok(self.into())
+    }
+}
+
+impl ToListen for &str {
+    fn to_listen(self) -> io::Result<Vec<Listen>> {
+        match self.parse::<Listen>() {
+            Ok(listen) => Ok(vec![listen]),
+            Err(err) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot listen on {self:?}: {err}"),
+            )),
+        }
+    }
+}
+
+impl ToListen for &String {
+    fn to_listen(self) -> io::Result<Vec<Listen>> {
+        self.as_str().to_listen()
+    }
+}
+
+impl ToListen for String {
+    fn to_listen(self) -> io::Result<Vec<Listen>> {
+        self.as_str().to_listen()
+    }
+}
+
+fn bind_all(listen: impl ToListen) -> io::Result<Bound> {
+    let listens = listen.to_listen()?;
+    if listens.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "nothing to listen on: give at least one listener",
+        ));
+    }
+    let mut builder = Server::builder();
+    for listen in listens {
+        builder = builder.listen(listen);
+    }
+    let bound = builder.bind()?;
+    tracing::info!(target: "celer::serve", "listening on {}", bound.local_specs().join(", "));
+    Ok(bound)
+}
+
+/// Resolves on Ctrl-C (`SIGINT`) or, on Unix, `SIGTERM`: what a terminal
+/// and a service manager send to stop a server. A signal that cannot be
+/// watched is logged and ignored.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::warn!(target: "celer::serve", "cannot watch Ctrl-C: {err}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut sigterm) => {
+                sigterm.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(target: "celer::serve", "cannot watch SIGTERM: {err}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!(target: "celer::serve", "shutting down");
+}
+
+/// The error of a blocking call made from inside a tokio runtime, instead
+/// of tokio's "Cannot start a runtime from within a runtime" panic.
+fn inside_runtime(what: &str, instead: &str) -> io::Result<()> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(io::Error::other(format!(
+            "{what} blocks and runs the engine's own runtimes, so it cannot be called \
+             inside a tokio runtime (such as #[tokio::main]); there, use `{instead}`"
+        )));
+    }
+    Ok(())
+}
+
+/// Serves `app` on `listen` until Ctrl-C or `SIGTERM`, then shuts down
+/// gracefully: the app's [`ShutdownNotice`](crate::ShutdownNotice) fires,
+/// and open requests finish (up to the shutdown timeout of the engine's
+/// [`Limits`]). Blocks the calling thread on runtimes of the engine's own,
+/// one worker per CPU; inside a tokio runtime it returns an error that
+/// points to [`serve_async`].
+///
+/// ```no_run
+/// let mut app = celer::App::new();
+/// app.get("/", |_req: celer::Request| async { "Hello, World!" });
+/// celer::serve("tcp://127.0.0.1:8080", app)?;
+/// # Ok::<_, std::io::Error>(())
+/// ```
+pub fn serve(listen: impl ToListen, app: App) -> io::Result<()> {
+    inside_runtime("celer::serve", "celer::serve_async(listen, app).await")?;
+    let bound = bind_all(listen)?;
+    app.run(bound, shutdown_signal())
+}
+
+/// Serves `app` on `listen` on the current tokio runtime until Ctrl-C or
+/// `SIGTERM`, then shuts down gracefully like [`serve()`].
+///
+/// ```no_run
+/// #[tokio::main]
+/// async fn main() -> std::io::Result<()> {
+///     let mut app = celer::App::new();
+///     app.get("/", |_req: celer::Request| async { "Hello, World!" });
+///     celer::serve_async("tcp://127.0.0.1:8080", app).await
+/// }
+/// ```
+pub async fn serve_async(listen: impl ToListen, app: App) -> io::Result<()> {
+    let bound = bind_all(listen)?;
+    let shutdown = Shutdown::new();
+    let trigger = shutdown.clone();
+    let watcher = tokio::spawn(async move {
+        shutdown_signal().await;
+        trigger.trigger();
+    });
+    let result = app.serve(bound, shutdown).await;
+    watcher.abort();
+    result
+}
+
 // ===== impl App =====
 
 impl App {
@@ -103,6 +270,7 @@ impl App {
         bound: Bound,
         signal: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<()> {
+        inside_runtime("App::run", "app.serve(bound, shutdown).await")?;
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
         // The app hears of shutdown first, so streams it holds open end

@@ -12,6 +12,7 @@ mod offload;
 mod panics;
 mod router_table;
 mod routing;
+mod serving;
 mod silent;
 mod sse;
 mod status_order;
