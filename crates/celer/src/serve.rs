@@ -280,7 +280,7 @@ impl App {
             notice.trigger();
         };
         bound.run_with(
-            move |info: &ConnInfo| Connection::new(&shared, info),
+            move |info: &ConnInfo| AppService::new(&shared, info),
             signal,
         )
     }
@@ -312,7 +312,7 @@ impl App {
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
         let serving = bound.serve_with(
-            move |info: &ConnInfo| Connection::new(&shared, info),
+            move |info: &ConnInfo| AppService::new(&shared, info),
             shutdown.clone(),
         );
         tokio::pin!(serving);
@@ -326,29 +326,130 @@ impl App {
     }
 }
 
+impl App {
+    /// [`run`](App::run) with a tower `layer` around the app, on each
+    /// connection: the layer sees every request first, and handlers still
+    /// see the connection's addresses. The layer also finds them in the
+    /// request extensions as a [`ConnInfo`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let mut app = celer::App::new();
+    /// app.get("/", |_req: celer::Request| async { "hi" });
+    /// let bound = celer::serve::bind("tcp://127.0.0.1:8080")?;
+    /// let layer = tower_http::timeout::TimeoutLayer::new(Duration::from_secs(10));
+    /// app.run_layered(bound, layer, celer::serve::shutdown_signal())?;
+    /// # Ok::<_, std::io::Error>(())
+    /// ```
+    pub fn run_layered<L>(
+        self,
+        bound: Bound,
+        layer: L,
+        signal: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<()>
+    where
+        L: tower_layer::Layer<AppService> + Send + Sync + 'static,
+        L::Service: HttpService,
+    {
+        inside_runtime("App::run_layered", "app.serve_layered(bound, layer, shutdown).await")?;
+        let shared = self.shared().clone();
+        let notice = shared.shutdown.clone();
+        let signal = async move {
+            signal.await;
+            notice.trigger();
+        };
+        bound.run_with(
+            move |info: &ConnInfo| WithConnInfo {
+                info: *info,
+                inner: layer.layer(AppService::new(&shared, info)),
+            },
+            signal,
+        )
+    }
+
+    /// [`serve`](App::serve) with a tower `layer` around the app; see
+    /// [`run_layered`](App::run_layered).
+    pub async fn serve_layered<L>(self, bound: Bound, layer: L, shutdown: Shutdown) -> io::Result<()>
+    where
+        L: tower_layer::Layer<AppService> + Send + Sync + 'static,
+        L::Service: HttpService,
+    {
+        let shared = self.shared().clone();
+        let notice = shared.shutdown.clone();
+        let serving = bound.serve_with(
+            move |info: &ConnInfo| WithConnInfo {
+                info: *info,
+                inner: layer.layer(AppService::new(&shared, info)),
+            },
+            shutdown.clone(),
+        );
+        tokio::pin!(serving);
+        tokio::select! {
+            result = &mut serving => return result,
+            () = shutdown.started() => notice.trigger(),
+        }
+        serving.await
+    }
+}
+
+/// A layered service that puts the connection's [`ConnInfo`] into each
+/// request's extensions before the layers see it.
+struct WithConnInfo<S> {
+    info: ConnInfo,
+    inner: S,
+}
+
+impl<S, B> tower_service::Service<http::Request<B>> for WithConnInfo<S>
+where
+    S: tower_service::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> S::Future {
+        req.extensions_mut().insert(self.info);
+        self.inner.call(req)
+    }
+}
+
 /// The app's service for one connection: the app plus the connection's
-/// addresses, which each request of the connection holds.
-struct Connection {
+/// addresses, which each request of the connection holds. Tower layers
+/// given to [`App::run_layered`] wrap it; cloning it is one `Arc` clone.
+#[derive(Clone)]
+pub struct AppService {
     /// One reference count per connection on the app; each request takes
     /// one on this, which only the connection's thread writes.
     conn: Arc<AppConn>,
 }
 
-// ===== impl Connection =====
+impl std::fmt::Debug for AppService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppService")
+            .field("addrs", &self.conn.addrs)
+            .finish_non_exhaustive()
+    }
+}
 
-impl Connection {
-    fn new(shared: &Arc<Shared>, info: &ConnInfo) -> Connection {
+// ===== impl AppService =====
+
+impl AppService {
+    fn new(shared: &Arc<Shared>, info: &ConnInfo) -> AppService {
         let addrs = ConnAddrs {
             remote: info.remote,
             local: info.local,
         };
-        Connection {
+        AppService {
             conn: Arc::new(AppConn::new(shared.clone(), addrs)),
         }
     }
 }
 
-impl<B> tower_service::Service<http::Request<B>> for Connection
+impl<B> tower_service::Service<http::Request<B>> for AppService
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,

@@ -284,6 +284,7 @@ impl Request {
             .addrs
             .remote
             .or_else(|| self.extensions().get::<RemoteAddr>().map(|addr| addr.0))
+            .or_else(|| self.extensions().get::<crate::serve::ConnInfo>()?.remote)
     }
 
     /// The local address the request came in on, if the server provided it:
@@ -299,6 +300,7 @@ impl Request {
             .addrs
             .local
             .or_else(|| self.extensions().get::<LocalAddr>().map(|addr| addr.0))
+            .or_else(|| self.extensions().get::<crate::serve::ConnInfo>()?.local)
     }
 
     /// Shared application state installed with [`App::state`](crate::App::state),

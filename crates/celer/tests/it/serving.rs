@@ -122,3 +122,37 @@ async fn the_socket_client_should_speak_http1_to_a_real_server() {
     assert_eq!(server.get("/nowhere").await.status(), StatusCode::NOT_FOUND);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_layered_app_should_keep_the_connection_addresses() {
+    use celer::serve::{ConnInfo, Shutdown};
+    use tower::ServiceExt as _;
+
+    // A tower layer that reads the connection facts from the extensions.
+    let layer = tower::layer::layer_fn(|inner: celer::serve::AppService| {
+        tower::service_fn(move |req: http::Request<celer::serve::Incoming>| {
+            let peer = req
+                .extensions()
+                .get::<ConnInfo>()
+                .and_then(|info| info.remote)
+                .map(|addr| addr.ip().to_string())
+                .unwrap_or_default();
+            let inner = inner.clone();
+            async move {
+                let mut res = inner.oneshot(req).await?;
+                res.headers_mut()
+                    .insert("x-layer-saw", http::HeaderValue::from_str(&peer).unwrap());
+                Ok::<_, std::convert::Infallible>(res)
+            }
+        })
+    });
+    let bound = celer::serve::bind("tcp://127.0.0.1:0").unwrap();
+    let addr = bound.tcp_addr().unwrap();
+    let shutdown = Shutdown::new();
+    let server = tokio::spawn(app().serve_layered(bound, layer, shutdown.clone()));
+    let res = TestServer::at(addr).get("/ip").await;
+    assert_eq!(res.text(), "127.0.0.1");
+    assert_eq!(res.header("x-layer-saw"), Some("127.0.0.1"));
+    shutdown.trigger();
+    celer_test_support::bounded(server).await.unwrap().unwrap();
+}
