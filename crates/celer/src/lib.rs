@@ -140,7 +140,7 @@ pub use http;
 pub use app::{App, ShutdownNotice};
 pub use body::Body;
 pub use error::Error;
-pub use handler::{Handler, Next};
+pub use handler::{Handler, Next, debug_handler, debug_middleware};
 pub use request::{LocalAddr, RemoteAddr, Request, RequestBuilder};
 pub use response::{IntoResponse, Response};
 pub use router::MethodSet;

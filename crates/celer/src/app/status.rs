@@ -65,6 +65,11 @@ pub(crate) type BoxStatusHandler =
 /// fn takes<H: celer::app::StatusHandler<T>, T>(_h: H) {}
 /// takes(|res: celer::Response| async move { format!("error {}", res.status()) });
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a status handler",
+    label = "not a status handler",
+    note = "a status handler is an `async fn(Response) -> R` (or a closure of that shape) where `R: IntoResponse`, whose future is `Send`"
+)]
 pub trait StatusHandler<T>: Send + Sync + 'static {
     #[doc(hidden)]
     fn into_boxed(self) -> BoxStatusHandler;

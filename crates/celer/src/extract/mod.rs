@@ -54,6 +54,11 @@ pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 /// }
 /// # let _ = handler;
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be extracted from a request",
+    label = "not `FromRequest`",
+    note = "`req.extract::<T>()` takes `Json<T>`, `Form<T>`, `Query<T>`, `Bytes`, `String`, or a type of yours that implements `FromRequest`"
+)]
 pub trait FromRequest: Sized {
     /// The rejection answered when extraction fails.
     type Rejection: IntoResponse;

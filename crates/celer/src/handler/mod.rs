@@ -43,7 +43,11 @@ pub(crate) type HandlerFuture =
 ///
 /// Implemented for `Fn(Request) -> impl Future` and
 /// `Fn(Request, Next) -> impl Future` whose output implements
-/// [`IntoResponse`]. The type parameter only tells the two shapes apart.
+/// [`IntoResponse`] and whose future is `Send`, and for the framework's
+/// middleware types ([`Compression`](crate::middleware::Compression), ...).
+/// The type parameter only tells the two shapes apart. The trait is
+/// sealed: middleware of your own is a function of that shape (a closure
+/// captures its configuration).
 ///
 /// ```
 /// use celer::{Next, Request};
@@ -57,16 +61,32 @@ pub(crate) type HandlerFuture =
 /// app.get("/", plain);
 /// app.get("/", with_next);
 /// ```
-pub trait Handler<T>: Send + Sync + 'static {
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a celer handler",
+    label = "not a handler",
+    note = "a handler is an `async fn(Request) -> R` or `async fn(Request, Next) -> R` (or a closure of that shape) where `R: IntoResponse` (`String`, `StatusCode`, `Json<T>`, `Result<T, celer::Error>`, ...), and whose future is `Send` (no `MutexGuard` or `Rc` held across an `.await`)",
+    note = "wrap it in `celer::debug_handler(..)` (or `celer::debug_middleware(..)` for the `(Request, Next)` shape) to be told which of these fails"
+)]
+pub trait Handler<T>: sealed::Dispatch<T> + Send + Sync + 'static {
     /// Calls the handler.
     fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response>;
+}
 
-    /// Calls the handler from the app's dispatch: [`call`](Handler::call)
-    /// by default; handler functions keep a small future in place instead
-    /// of boxing it.
-    #[doc(hidden)]
-    fn call_next(&self, req: Request, next: Next) -> Dispatched {
-        NextFuture::boxed(self.call(req, next)).into()
+/// The app's way of calling a handler, out of the public API.
+pub(crate) mod sealed {
+    use super::{Dispatched, Handler, Next, NextFuture};
+    use crate::Request;
+
+    /// How the app's dispatch calls a handler: [`Handler::call`] boxed by
+    /// default; handler functions keep a small future in place instead.
+    pub trait Dispatch<T> {
+        /// Calls the handler from the app's dispatch.
+        fn call_next(&self, req: Request, next: Next) -> Dispatched
+        where
+            Self: Handler<T> + Sized,
+        {
+            NextFuture::boxed(self.call(req, next)).into()
+        }
     }
 }
 
@@ -82,7 +102,14 @@ where
         // size of the one allocation a handler call makes.
         Box::pin(self(req).map(IntoResponse::into_response))
     }
+}
 
+impl<F, Fut> sealed::Dispatch<(Request,)> for F
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: IntoResponse,
+{
     #[inline]
     fn call_next(&self, req: Request, _next: Next) -> Dispatched {
         Dispatched::handler(IntoOutput { fut: self(req) })
@@ -98,7 +125,14 @@ where
     fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response> {
         Box::pin(self(req, next).map(IntoResponse::into_response))
     }
+}
 
+impl<F, Fut> sealed::Dispatch<(Request, Next)> for F
+where
+    F: Fn(Request, Next) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: IntoResponse,
+{
     #[inline]
     fn call_next(&self, req: Request, next: Next) -> Dispatched {
         Dispatched::handler(IntoOutput {
@@ -138,8 +172,47 @@ fn into_output<T: IntoResponse>(output: T) -> Result<Response, Infallible> {
     Ok(output.into_response())
 }
 
+/// Checks that `handler` is a handler of the `(Request)` shape and hands it
+/// back unchanged. Where `app.get(.., handler)` only says "not a celer
+/// handler", this names the part that fails: the arguments, an output
+/// that is not [`IntoResponse`], or a future that is not `Send` (with the
+/// value held across an `.await` that makes it so).
+///
+/// ```
+/// use celer::Request;
+/// async fn show(req: Request) -> String { req.path().to_owned() }
+/// let mut app = celer::App::new();
+/// app.get("/", celer::debug_handler(show));
+/// ```
+pub fn debug_handler<F, Fut>(handler: F) -> F
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: IntoResponse,
+{
+    handler
+}
+
+/// [`debug_handler`] for the `(Request, Next)` shape of middleware and
+/// chained handlers.
+///
+/// ```
+/// use celer::{Next, Request, Response};
+/// async fn pass(req: Request, next: Next) -> Response { next.run(req).await }
+/// let mut app = celer::App::new();
+/// app.middleware(celer::debug_middleware(pass));
+/// ```
+pub fn debug_middleware<F, Fut>(handler: F) -> F
+where
+    F: Fn(Request, Next) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: IntoResponse,
+{
+    handler
+}
+
 pub(crate) fn boxed<H: Handler<T>, T>(handler: H) -> BoxHandler {
-    Arc::new(move |req, next| handler.call_next(req, next))
+    Arc::new(move |req, next| sealed::Dispatch::call_next(&handler, req, next))
 }
 
 /// The continuation given to middleware and handlers: what runs next.
@@ -318,7 +391,8 @@ impl std::fmt::Debug for NextFuture {
 pin_project_lite::pin_project! {
     /// The response future of a request the app dispatched: a handler
     /// function's future stored in place when it is small, else a
-    /// [`NextFuture`]. Not part of the API: only [`Handler`] names it.
+    /// [`NextFuture`]. Not part of the API: only the sealed side of
+    /// [`Handler`] names it.
     #[doc(hidden)]
     pub struct Dispatched {
         #[pin]

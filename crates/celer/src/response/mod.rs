@@ -34,6 +34,12 @@ pub type Response<B = Body> = http::Response<B>;
 /// assert_eq!(res.status(), StatusCode::CREATED);
 /// assert_eq!(res.headers()["content-type"], "text/plain; charset=utf-8");
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a response: it does not implement `IntoResponse`",
+    label = "not `IntoResponse`",
+    note = "a handler returns a `String`, `&'static str`, `StatusCode`, `Json<T>`, `Html<T>`, `Redirect`, `Response`, `()`, a tuple such as `(StatusCode, T)` or `(StatusCode, [(HeaderName, V); N], T)`, or a `Result<T, E>` whose `T` and `E` both implement `IntoResponse`",
+    note = "for errors: `celer::Error` takes any `std::error::Error` with `?` (a 500 whose detail is logged), or implement `IntoResponse` for your own error type"
+)]
 pub trait IntoResponse {
     /// Performs the conversion.
     fn into_response(self) -> Response;

@@ -2,6 +2,7 @@
 //! and over real sockets (`wire`).
 
 mod cache;
+mod compile_fail;
 mod compression;
 mod extract;
 mod files;

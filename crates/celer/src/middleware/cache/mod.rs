@@ -355,6 +355,8 @@ impl fmt::Debug for MicroCache {
     }
 }
 
+impl crate::handler::sealed::Dispatch<(Request, Next)> for MicroCache {}
+
 impl Handler<(Request, Next)> for MicroCache {
     fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response> {
         Box::pin(self.clone().run(req, next))

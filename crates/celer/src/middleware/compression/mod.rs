@@ -324,6 +324,8 @@ impl fmt::Debug for Compression {
     }
 }
 
+impl crate::handler::sealed::Dispatch<(Request, Next)> for Compression {}
+
 impl Handler<(Request, Next)> for Compression {
     fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response> {
         Box::pin(self.clone().run(req, next))

@@ -212,6 +212,8 @@ impl fmt::Debug for Negotiate {
     }
 }
 
+impl crate::handler::sealed::Dispatch<(Request, Next)> for Negotiate {}
+
 impl Handler<(Request, Next)> for Negotiate {
     fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response> {
         Box::pin(self.clone().run(req, next))
