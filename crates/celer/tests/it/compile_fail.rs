@@ -40,6 +40,7 @@ fn check(dir: &Path, source: &str) -> (bool, String) {
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", dir.join("target"))
         .env_remove("RUSTFLAGS")
+        .env("CARGO_INCREMENTAL", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
