@@ -2,6 +2,7 @@
 //! shared state, served as a `tower::Service`.
 
 mod route;
+mod scope;
 mod service;
 mod shutdown;
 mod status;
@@ -17,10 +18,12 @@ use crate::extract::DEFAULT_BODY_LIMIT;
 use crate::handler::{BoxHandler, Handler, boxed};
 use crate::request::ConnAddrs;
 use crate::router::{
-    ExactIndex, MethodSet, N_STANDARD, Router, Rule, UrlError, UrlParams, standard_method,
+    ExactIndex, MethodSet, N_STANDARD, Router, Rule, TypeRegistry, UrlError, UrlParams,
+    standard_method,
 };
 
 pub use self::route::RouteBuilder;
+pub use self::scope::{Scope, TrailingSlash};
 pub(crate) use self::service::note_panicked_route;
 pub use self::service::ResponseFuture;
 pub use self::shutdown::ShutdownNotice;
@@ -92,6 +95,9 @@ pub(crate) struct Shared {
     /// Error responses rendered as RFC 9457 problem details.
     pub(crate) problem: bool,
     pub(crate) body_limit: usize,
+    /// What a path that only differs from a route's by a trailing slash
+    /// gets, where its scope does not say.
+    pub(crate) trailing_slash: TrailingSlash,
     pub(crate) asterisk: Option<BoxHandler>,
     /// Fired by `App::run` / `App::serve` when shutdown starts; shared by
     /// every clone of the app.
@@ -116,6 +122,10 @@ pub(crate) struct Route {
     handler_idx: usize,
     name: Option<Box<str>>,
     pub(crate) body_limit: Option<usize>,
+    /// State installed by the route's scopes, looked up before the app's.
+    pub(crate) state: Option<Arc<Extensions>>,
+    /// The trailing-slash policy of the route's scope, if it set one.
+    pub(crate) trailing_slash: Option<TrailingSlash>,
 }
 
 #[derive(Clone)]
@@ -124,6 +134,12 @@ struct ScopeFrame {
     prefix: Rule,
     middleware: Vec<BoxHandler>,
     first_route: usize,
+    /// The parameter types of the scope's rules: the enclosing ones' plus
+    /// its own.
+    types: TypeRegistry,
+    body_limit: Option<usize>,
+    state: Extensions,
+    trailing_slash: Option<TrailingSlash>,
 }
 
 // ===== impl App =====
@@ -148,6 +164,7 @@ impl App {
                 state: Extensions::new(),
                 problem: false,
                 body_limit: DEFAULT_BODY_LIMIT,
+                trailing_slash: TrailingSlash::Strict,
                 asterisk: None,
                 shutdown: ShutdownNotice::new(),
             }),
@@ -193,8 +210,16 @@ impl App {
         rule: &str,
         handler: H,
     ) -> RouteBuilder<'_> {
-        let parsed = or_panic(self.shared.router.parse(rule));
+        let parsed = or_panic(self.parse_rule(rule));
         self.add_route(methods.into(), parsed, boxed(handler))
+    }
+
+    /// Parses `rule` with the types of the innermost open scope.
+    fn parse_rule(&self, rule: &str) -> Result<Rule, crate::router::RuleError> {
+        match self.scopes.last() {
+            Some(scope) => Rule::parse(rule, &scope.types),
+            None => self.shared.router.parse(rule),
+        }
     }
 
     /// Adds a regex route: the regex matches the rest of the path under the
@@ -240,6 +265,8 @@ impl App {
             handler_idx: 0,
             name: None,
             body_limit: None,
+            state: None,
+            trailing_slash: None,
         };
         let id = self.shared_mut().push_route(route);
         RouteBuilder::new(self, id)
@@ -256,41 +283,76 @@ impl App {
         self.route(MethodSet::GET, rule, route.into_handler())
     }
 
-    /// Opens a scope: routes and middleware added inside `build` live under
-    /// `prefix`, and middleware added there (with [`App::middleware`]) wraps
-    /// the scope's routes only.
+    /// Opens a [`Scope`]: routes added inside `build` live under `prefix`,
+    /// and what is set on the scope (middleware, status handlers, state,
+    /// body limit, parameter types, trailing-slash policy) applies to the
+    /// scope's routes only.
     ///
     /// ```
     /// use celer::Request;
     /// let mut app = celer::App::new();
     /// app.scope("/admin", |admin| {
+    ///     admin.body_limit(1024);
     ///     admin.get("", |_req: Request| async { "dashboard" });
-    ///     admin.get("/users", |_req: Request| async { "users" });
+    ///     admin.get("/users", |_req: Request| async { "users" }).name("users");
     /// });
-    /// assert_eq!(app.url_for("x", &[]).is_err(), true);
+    /// assert_eq!(app.url_for("users", &[]).unwrap(), "/admin/users");
     /// ```
     ///
     /// # Panics
     ///
     /// Panics if the prefix is not a valid rule without catch-all.
     #[track_caller]
-    pub fn scope(&mut self, prefix: &str, build: impl FnOnce(&mut App)) -> &mut Self {
-        let parsed = or_panic(self.shared.router.parse(prefix));
-        let prefix = match self.scopes.last() {
-            Some(outer) => or_panic(parsed.prefixed(&outer.prefix)),
-            None => parsed,
+    pub fn scope(&mut self, prefix: &str, build: impl FnOnce(&mut Scope<'_>)) -> &mut Self {
+        let parsed = or_panic(self.parse_rule(prefix));
+        let frame = match self.scopes.last() {
+            Some(outer) => ScopeFrame {
+                prefix: or_panic(parsed.prefixed(&outer.prefix)),
+                middleware: Vec::new(),
+                first_route: self.shared.routes.len(),
+                types: outer.types.clone(),
+                body_limit: None,
+                state: Extensions::new(),
+                trailing_slash: None,
+            },
+            None => ScopeFrame {
+                prefix: parsed,
+                middleware: Vec::new(),
+                first_route: self.shared.routes.len(),
+                types: self.shared.router.types().clone(),
+                body_limit: None,
+                state: Extensions::new(),
+                trailing_slash: None,
+            },
         };
-        self.scopes.push(ScopeFrame {
-            prefix,
-            middleware: Vec::new(),
-            first_route: self.shared.routes.len(),
-        });
-        build(self);
+        self.scopes.push(frame);
+        build(&mut Scope::new(self));
         if let Some(frame) = self.scopes.pop() {
-            self.shared_mut()
-                .wrap_routes(frame.first_route, &frame.middleware);
+            let shared = self.shared_mut();
+            shared.wrap_routes(frame.first_route, &frame.middleware);
+            // Inner scopes and routes that chose closed first: theirs stay.
+            for route in &mut shared.routes[frame.first_route..] {
+                route.body_limit = route.body_limit.or(frame.body_limit);
+                route.trailing_slash = route.trailing_slash.or(frame.trailing_slash);
+            }
+            if frame.state.len() > 0 {
+                for route in &mut shared.routes[frame.first_route..] {
+                    // Inner scopes closed first: their values win.
+                    let mut state = frame.state.clone();
+                    if let Some(inner) = &route.state {
+                        state.extend((**inner).clone());
+                    }
+                    route.state = Some(Arc::new(state));
+                }
+            }
         }
         self
+    }
+
+    fn scope_frame(&mut self) -> &mut ScopeFrame {
+        self.scopes
+            .last_mut()
+            .unwrap_or_else(|| unreachable!("a Scope exists only inside App::scope"))
     }
 
     /// Mounts another app under `prefix`: its routes, names, middleware,
@@ -336,6 +398,7 @@ impl App {
         for mut route in sub.routes {
             route.rule = or_panic(route.rule.prefixed(&prefix));
             route.body_limit = route.body_limit.or(Some(sub.body_limit));
+            route.trailing_slash = route.trailing_slash.or(Some(sub.trailing_slash));
             let name = route.name.take();
             let id = shared.push_route(route);
             if let Some(name) = name {
@@ -504,6 +567,23 @@ impl App {
     /// ```
     pub fn body_limit(&mut self, limit: usize) -> &mut Self {
         self.shared_mut().body_limit = limit;
+        self
+    }
+
+    /// Chooses what a request gets whose path differs from a route's only
+    /// by a trailing slash (`/notes/` for `/notes`, or the reverse):
+    /// [`TrailingSlash::Strict`] (the default: `404`),
+    /// [`Redirect`](TrailingSlash::Redirect) (`308` to the route's path) or
+    /// [`Ignore`](TrailingSlash::Ignore) (the route answers). A scope can
+    /// choose for its routes with [`Scope::trailing_slash`].
+    ///
+    /// ```
+    /// use celer::app::TrailingSlash;
+    /// let mut app = celer::App::new();
+    /// app.trailing_slash(TrailingSlash::Redirect);
+    /// ```
+    pub fn trailing_slash(&mut self, policy: TrailingSlash) -> &mut Self {
+        self.shared_mut().trailing_slash = policy;
         self
     }
 

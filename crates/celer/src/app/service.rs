@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body::Body as _;
 
-use super::{App, AppConn, Shared, StaticRoutes, status};
+use super::{App, AppConn, Shared, StaticRoutes, TrailingSlash, status};
 use crate::handler::{Dispatched, Next, NextFuture, Pos};
 use crate::response::Response;
 use crate::router::{MethodSet, RawParams, standard_index};
@@ -249,7 +249,7 @@ impl Shared {
                 return self.asterisk(req);
             }
             return if nth == 0 {
-                self.no_route(req.method(), req.path()).into()
+                self.no_route(req)
             } else {
                 NextFuture::status(StatusCode::NOT_FOUND).into()
             };
@@ -357,16 +357,18 @@ impl Shared {
         count
     }
 
-    /// No route takes this method: 404, or 405 / automatic OPTIONS when
-    /// the path matches routes for other methods.
-    fn no_route(&self, method: &Method, path: &str) -> NextFuture {
+    /// No route takes this method: 404 (or what the trailing-slash policy
+    /// says), or 405 / automatic OPTIONS when the path matches routes for
+    /// other methods.
+    fn no_route(&self, req: Request) -> Dispatched {
+        let (method, path) = (req.method(), req.path());
         let mut allowed = MethodSet::NONE;
         self.router.for_each_match(path, |m| {
             allowed |= self.routes[*m.value()].methods.clone();
             ControlFlow::Continue(())
         });
         if allowed.is_empty() {
-            return NextFuture::status(StatusCode::NOT_FOUND);
+            return self.trailing_slash(req);
         }
         let status = if *method == Method::OPTIONS {
             // RFC 9110 §9.3.7: describe the resource's communication options.
@@ -375,7 +377,55 @@ impl Shared {
             // RFC 9110 §15.5.6: 405 must list the allowed methods.
             StatusCode::METHOD_NOT_ALLOWED
         };
-        NextFuture::ready(with_allow(status, allowed))
+        NextFuture::ready(with_allow(status, allowed)).into()
+    }
+
+    /// A path that matches no route: when the same path with or without a
+    /// trailing slash matches one, that route's policy decides.
+    #[inline(never)]
+    fn trailing_slash(&self, mut req: Request) -> Dispatched {
+        let path = req.path();
+        let alt = if path.is_empty() || path == "/" {
+            None
+        } else if let Some(trimmed) = path.strip_suffix('/') {
+            Some(trimmed.to_owned())
+        } else {
+            Some(format!("{path}/"))
+        };
+        let Some(alt) = alt else {
+            return NextFuture::status(StatusCode::NOT_FOUND).into();
+        };
+        let Some(found) = self.router.at(&alt) else {
+            return NextFuture::status(StatusCode::NOT_FOUND).into();
+        };
+        let route = &self.routes[*found.value()];
+        let target = match req.uri().query() {
+            Some(query) => format!("{alt}?{query}"),
+            None => alt,
+        };
+        match route.trailing_slash.unwrap_or(self.trailing_slash) {
+            TrailingSlash::Strict => NextFuture::status(StatusCode::NOT_FOUND).into(),
+            TrailingSlash::Redirect => {
+                // RFC 9110 §15.4.9: 308 keeps the method and the body.
+                let mut res = crate::response::status(StatusCode::PERMANENT_REDIRECT);
+                if let Ok(location) = HeaderValue::try_from(target) {
+                    res.headers_mut().insert(header::LOCATION, location);
+                }
+                NextFuture::ready(res).into()
+            }
+            TrailingSlash::Ignore => {
+                let mut parts = req.uri().clone().into_parts();
+                match http::uri::PathAndQuery::try_from(target) {
+                    Ok(target) => parts.path_and_query = Some(target),
+                    Err(_) => return NextFuture::status(StatusCode::NOT_FOUND).into(),
+                }
+                match http::Uri::from_parts(parts) {
+                    Ok(uri) => *req.uri_mut() = uri,
+                    Err(_) => return NextFuture::status(StatusCode::NOT_FOUND).into(),
+                }
+                self.dispatch(req, 0)
+            }
+        }
     }
 
     /// `OPTIONS *` (RFC 9110 §9.3.7): the server as a whole.

@@ -320,7 +320,13 @@ impl Request {
     /// assert!(err.detail().contains("u32"));
     /// ```
     pub fn state<T: Send + Sync + 'static>(&self) -> Result<&T, MissingState> {
-        match self.inner.conn.shared.state.get::<Arc<T>>() {
+        let shared = &self.inner.conn.shared;
+        // A scope's state first, then the app's.
+        let scoped = shared
+            .routes
+            .get(self.inner.route as usize)
+            .and_then(|route| route.state.as_ref()?.get::<Arc<T>>());
+        match scoped.or_else(|| shared.state.get::<Arc<T>>()) {
             Some(value) => Ok(value),
             None => Err(MissingState::with_source(format!(
                 "no state of type `{}` was installed with App::state (route {})",

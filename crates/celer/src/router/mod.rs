@@ -73,7 +73,7 @@ pub(crate) use self::method::{N_STANDARD, standard_index, standard_method};
 use self::tree::Node;
 pub(crate) use self::tree::{RawParams, decode};
 pub(crate) use self::types::ParamKind;
-use self::types::TypeRegistry;
+pub(crate) use self::types::TypeRegistry;
 
 /// The most parameters one rule can have.
 pub const MAX_PARAMS: usize = 16;

@@ -13,6 +13,7 @@ mod offload;
 mod panics;
 mod router_table;
 mod routing;
+mod scopes;
 mod serving;
 mod silent;
 mod sse;
