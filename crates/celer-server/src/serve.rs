@@ -339,6 +339,15 @@ impl Bound {
             .collect()
     }
 
+    /// Replaces [`Limits::max_body_bytes`] on every listener after binding:
+    /// a framework that enforces body limits of its own, per route, lifts
+    /// the engine's with `None` so that its answers (and logs) are the ones
+    /// clients get.
+    pub fn set_max_body_bytes(&mut self, max: Option<u64>) {
+        Arc::make_mut(&mut self.config).limits.max_body_bytes = max;
+        Arc::make_mut(&mut self.tls_config).limits.max_body_bytes = max;
+    }
+
     /// The first TCP address serving the service, if any (handy in tests).
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
         self.listeners(&[Role::Plain, Role::Tls])

@@ -94,6 +94,27 @@ impl Error {
         }
     }
 
+    /// A boxed error, such as a body stream's (from
+    /// [`Request::take_body`](crate::Request::take_body)): a rejection it
+    /// carries keeps its status (a body over the limit is a `413`),
+    /// anything else is a `500`.
+    ///
+    /// ```
+    /// let err = celer::Error::boxed("broken pipe".into());
+    /// assert_eq!(err.status_code(), 500);
+    /// ```
+    pub fn boxed(err: BoxError) -> Self {
+        match crate::extract::rejection::status_of(&*err) {
+            Some((status, message, detail)) => Error {
+                status,
+                message: Some(Cow::Borrowed(message)),
+                detail: Some(detail),
+                source: Some(err),
+            },
+            None => Error::internal(err),
+        }
+    }
+
     /// The status this error is answered with.
     pub fn status_code(&self) -> StatusCode {
         self.status

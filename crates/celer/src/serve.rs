@@ -36,6 +36,18 @@
 //! available through [`Server::builder`]; the types are re-exported here so
 //! an app depends on `celer` alone.
 //!
+//! # One body limit
+//!
+//! Request bodies have one limit: the app's ([`App::body_limit`], 2 MiB by
+//! default, changed per scope and per route), enforced on every way of
+//! reading a body (the extractors and [`Request::take_body`]). Every
+//! serving function here lifts the engine's own
+//! [`Limits::max_body_bytes`], so a body over the limit is answered by the
+//! app: its `413` goes through the app's middleware, status handlers,
+//! problem+json rendering and logs. A body the handler never reads is
+//! discarded by the engine up to [`Limits::max_drain_bytes`], and then the
+//! connection is closed.
+//!
 //! Each connection gets its own copy of the app's service: one record of
 //! the app and the connection's client and server addresses, which every
 //! [`Request`] of that connection points to. [`Request::remote_addr`] and
@@ -271,6 +283,8 @@ impl App {
         signal: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<()> {
         inside_runtime("App::run", "app.serve(bound, shutdown).await")?;
+        let mut bound = bound;
+        bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
         // The app hears of shutdown first, so streams it holds open end
@@ -309,6 +323,8 @@ impl App {
     /// # }).unwrap();
     /// ```
     pub async fn serve(self, bound: Bound, shutdown: Shutdown) -> io::Result<()> {
+        let mut bound = bound;
+        bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
         let serving = bound.serve_with(
@@ -352,6 +368,8 @@ impl App {
         L::Service: HttpService,
     {
         inside_runtime("App::run_layered", "app.serve_layered(bound, layer, shutdown).await")?;
+        let mut bound = bound;
+        bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
         let signal = async move {
@@ -374,6 +392,8 @@ impl App {
         L: tower_layer::Layer<AppService> + Send + Sync + 'static,
         L::Service: HttpService,
     {
+        let mut bound = bound;
+        bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
         let serving = bound.serve_with(

@@ -141,6 +141,61 @@ impl FromRequest for String {
     }
 }
 
+/// `body` cut off at `limit` bytes: past it, the stream yields a
+/// [`BodyTooLarge`] error (RFC 9110 §15.5.14). A declared length over the
+/// limit fails at the first poll.
+pub(crate) fn limited(body: Body, limit: usize) -> Body {
+    use http_body::SizeHint;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    struct Limited {
+        body: Body,
+        left: u64,
+    }
+
+    impl http_body::Body for Limited {
+        type Data = Bytes;
+        type Error = crate::BoxError;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Bytes>, crate::BoxError>>> {
+            if self.body.size_hint().lower() > self.left {
+                return Poll::Ready(Some(Err(Box::new(BodyTooLarge::new()))));
+            }
+            let frame = match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => frame,
+                other => return other,
+            };
+            if let Some(data) = frame.data_ref() {
+                match self.left.checked_sub(data.len() as u64) {
+                    Some(left) => self.left = left,
+                    None => return Poll::Ready(Some(Err(Box::new(BodyTooLarge::new())))),
+                }
+            }
+            Poll::Ready(Some(Ok(frame)))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.body.is_end_stream()
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            self.body.size_hint()
+        }
+    }
+
+    if body.is_end_stream() {
+        return body;
+    }
+    Body::new(Limited {
+        body,
+        left: limit as u64,
+    })
+}
+
 /// Reads a whole body, refusing more than `limit` bytes.
 pub(crate) async fn read_limited(mut body: Body, limit: usize) -> Result<Bytes, BytesRejection> {
     // RFC 9110 §15.5.14: refuse early when the declared length is too large.

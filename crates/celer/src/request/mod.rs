@@ -519,8 +519,28 @@ impl Request {
         self.inner.body_limit = limit;
     }
 
-    /// Takes the body out as a stream; later body extractors fail.
+    /// Takes the body out as a stream, still under the body limit: past
+    /// it, the stream ends with a [`BodyTooLarge`](crate::extract::rejection::BodyTooLarge)
+    /// error, which [`Error::boxed`](crate::Error::boxed) answers `413` (raise
+    /// the limit of the route, or [`set_body_limit`](Request::set_body_limit)
+    /// first, for large uploads). Later body extractors fail.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use http_body_util::BodyExt;
+    /// let mut req = celer::Request::builder().method("POST").uri("/").body("0123456789").unwrap();
+    /// req.set_body_limit(4);
+    /// let mut body = req.take_body();
+    /// let err = body.frame().await.unwrap().unwrap_err();
+    /// assert_eq!(celer::Error::boxed(err).status_code(), 413);
+    /// # });
+    /// ```
     pub fn take_body(&mut self) -> Body {
+        let limit = self.inner.body_limit;
+        crate::extract::limited(self.take_raw_body(), limit)
+    }
+
+    fn take_raw_body(&mut self) -> Body {
         self.inner.body_taken = true;
         std::mem::take(self.inner.http.body_mut())
     }
@@ -531,7 +551,7 @@ impl Request {
             return Err(BodyAlreadyTaken::new().into());
         }
         let limit = self.inner.body_limit;
-        read_limited(self.take_body(), limit).await
+        read_limited(self.take_raw_body(), limit).await
     }
 
     /// Reads the whole body as UTF-8 text, up to the body limit.
