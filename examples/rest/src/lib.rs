@@ -116,9 +116,7 @@ pub fn app() -> App {
 }
 
 fn store(req: &Request) -> Result<&Store, Error> {
-    req.state::<Arc<Store>>()
-        .map(|store| &**store)
-        .ok_or_else(|| Error::internal("the item store is not installed"))
+    Ok(&**req.state::<Arc<Store>>()?)
 }
 
 fn not_found() -> Error {
