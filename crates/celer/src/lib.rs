@@ -28,14 +28,93 @@
 //! - [`files::Files`] serves a directory or an embedded bundle with HTTP's
 //!   semantics for stored files (validators, conditional requests, ranges,
 //!   precompressed siblings), as a service or under a route.
-//! - [`serve`] runs an app on Celer's engine: `app.run(bound, signal)`
-//!   blocks, `app.serve(bound, shutdown).await` runs on your runtime, and
-//!   handlers see the client's address in [`Request::remote_addr`]. When
-//!   shutdown starts, the app's [`ShutdownNotice`] fires, so what holds a
-//!   response open ends it cleanly.
+//! - [`serve()`] runs an app on Celer's engine in one line, with Ctrl-C and
+//!   SIGTERM for a graceful shutdown ([`serve_async`] inside a tokio
+//!   runtime); the [`serve`](mod@serve) module has the finer controls
+//!   (`app.run(bound, signal)`, `app.serve(bound, shutdown).await`, tower
+//!   layers with `run_layered`). Handlers see the client's address in
+//!   [`Request::remote_addr`]. When shutdown starts, the app's
+//!   [`ShutdownNotice`] fires, so what holds a response open ends it
+//!   cleanly.
+//! - [`test`](mod@test) calls an app in memory ([`test::TestClient`]) or over a
+//!   loopback socket ([`test::TestServer`]).
 //! - [`sse`] pushes server-sent events: [`sse::EventStream`] responses and
 //!   a broadcast [`sse::Hub`] with `Last-Event-ID` resume and bounded
 //!   memory.
+//!
+//! # Getting started
+//!
+//! `Cargo.toml`:
+//!
+//! ```toml
+//! [dependencies]
+//! celer = { git = "https://example.invalid/celer" }
+//! serde = { version = "1", features = ["derive"] }
+//! ```
+//!
+//! `src/main.rs`, complete: `http` is re-exported as [`celer::http`](http);
+//! [`Error`] is the JSON error type once [`App::problem_details`] is on.
+//!
+//! ```no_run
+//! use celer::http::StatusCode;
+//! use celer::response::Json;
+//! use celer::{App, Error, Request};
+//!
+//! #[derive(serde::Serialize)]
+//! struct Note { id: u64, text: String }
+//!
+//! async fn show(req: Request) -> Result<Json<Note>, Error> {
+//!     let id: u64 = req.param("id")?; // the rule says `uint`: "abc" is a 404
+//!     if id > 100 {
+//!         return Err(Error::status(StatusCode::NOT_FOUND, format!("no note {id}")));
+//!     }
+//!     Ok(Json(Note { id, text: "hello".into() }))
+//! }
+//!
+//! fn app() -> App {
+//!     let mut app = App::new();
+//!     app.problem_details(true); // errors as RFC 9457 application/problem+json
+//!     app.get("/notes/<uint:id>", show).name("note");
+//!     app
+//! }
+//!
+//! fn main() -> std::io::Result<()> {
+//!     celer::serve("tcp://127.0.0.1:8080", app())
+//! }
+//! ```
+//!
+//! A test of it (`#[tokio::test]` in `tests/`):
+//!
+//! ```
+//! # use celer::{App, Error, Request, response::Json};
+//! # fn app() -> App {
+//! #     let mut app = App::new();
+//! #     app.problem_details(true);
+//! #     app.get("/notes/<uint:id>", |req: Request| async move {
+//! #         let id: u64 = req.param("id")?;
+//! #         Ok::<_, Error>(Json(serde_json::json!({"id": id})))
+//! #     });
+//! #     app
+//! # }
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let client = celer::test::TestClient::new(app());
+//! assert_eq!(client.get("/notes/7").await.json::<serde_json::Value>()["id"], 7);
+//! let res = client.get("/notes/abc").await;
+//! assert_eq!(res.status(), 404);
+//! assert_eq!(res.header("content-type"), Some("application/problem+json"));
+//! # });
+//! ```
+//!
+//! Middleware and status handlers wrap each other in this order (see
+//! [`App::status`]): a middleware's headers stay on a rendered 404, and a
+//! status handler replaces only bodies nobody chose.
+//!
+//! ```text
+//! request ─▶ app middleware 1 ─▶ app middleware 2 ─▶ status handlers ─▶ routing
+//!         ─▶ scope middleware ─▶ route middleware ─▶ handler ─▶ .then(..) handlers
+//! ```
+//!
+//! `examples/notes` is a complete app to copy, with its tests.
 //!
 //! # Example
 //!
@@ -104,8 +183,9 @@
 //! - `middleware/`: `negotiate/` (the `Accept*` parser, `accept.rs`, sans-IO),
 //!   `compression/` (encoders and the streaming body), `cache/` (the store
 //!   and the coalescing of misses).
-//! - `serve.rs`: [`App::run`] and [`App::serve`] on Celer's engine; they
-//!   fire the [`ShutdownNotice`] (`app/shutdown.rs`).
+//! - `serve.rs`: [`serve()`], [`App::run`] and [`App::serve`] on Celer's
+//!   engine; they fire the [`ShutdownNotice`] (`app/shutdown.rs`).
+//!   `test.rs`: the test clients.
 //! - `sse/`: server-sent events: `event.rs` (encoding, no IO),
 //!   `stream.rs` (the response body), `hub.rs` (the broadcast ring).
 //! - `files/`: static files ([`files::Files`]: ETags, conditional requests,

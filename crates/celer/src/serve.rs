@@ -367,7 +367,10 @@ impl App {
         L: tower_layer::Layer<AppService> + Send + Sync + 'static,
         L::Service: HttpService,
     {
-        inside_runtime("App::run_layered", "app.serve_layered(bound, layer, shutdown).await")?;
+        inside_runtime(
+            "App::run_layered",
+            "app.serve_layered(bound, layer, shutdown).await",
+        )?;
         let mut bound = bound;
         bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
@@ -387,7 +390,12 @@ impl App {
 
     /// [`serve`](App::serve) with a tower `layer` around the app; see
     /// [`run_layered`](App::run_layered).
-    pub async fn serve_layered<L>(self, bound: Bound, layer: L, shutdown: Shutdown) -> io::Result<()>
+    pub async fn serve_layered<L>(
+        self,
+        bound: Bound,
+        layer: L,
+        shutdown: Shutdown,
+    ) -> io::Result<()>
     where
         L: tower_layer::Layer<AppService> + Send + Sync + 'static,
         L::Service: HttpService,

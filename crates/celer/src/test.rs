@@ -400,7 +400,10 @@ async fn over_tcp(addr: SocketAddr, req: http::Request<Bytes>) -> TestResponse {
                 return Ok::<_, std::io::Error>(());
             }
             raw.extend_from_slice(&buf[..n]);
-            assert!(raw.len() <= MAX_RESPONSE, "a response over {MAX_RESPONSE} bytes");
+            assert!(
+                raw.len() <= MAX_RESPONSE,
+                "a response over {MAX_RESPONSE} bytes"
+            );
         }
     };
     bounded("the response (the server closes the connection)", read)
@@ -420,7 +423,10 @@ fn parse_response(raw: &[u8], is_head: bool) -> TestResponse {
             "the connection closed inside the response head: {:?}",
             String::from_utf8_lossy(raw)
         ),
-        Err(err) => panic!("a malformed response head ({err}): {:?}", String::from_utf8_lossy(raw)),
+        Err(err) => panic!(
+            "a malformed response head ({err}): {:?}",
+            String::from_utf8_lossy(raw)
+        ),
     };
     let status = StatusCode::from_u16(parsed.code.unwrap_or(0)).expect("a valid status code");
     let mut headers = HeaderMap::new();
@@ -430,7 +436,9 @@ fn parse_response(raw: &[u8], is_head: bool) -> TestResponse {
         headers.append(name, value);
     }
     let rest = &raw[head_len..];
-    let body = if is_head || status.is_informational() || status == StatusCode::NO_CONTENT
+    let body = if is_head
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
     {
         Bytes::new()
@@ -443,7 +451,11 @@ fn parse_response(raw: &[u8], is_head: bool) -> TestResponse {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
     {
-        assert!(rest.len() >= len, "the connection closed {} bytes into a {len}-byte body", rest.len());
+        assert!(
+            rest.len() >= len,
+            "the connection closed {} bytes into a {len}-byte body",
+            rest.len()
+        );
         Bytes::copy_from_slice(&rest[..len])
     } else {
         Bytes::copy_from_slice(rest)
@@ -470,7 +482,10 @@ fn dechunk(mut rest: &[u8]) -> Bytes {
         if size == 0 {
             return body.into();
         }
-        assert!(rest.len() >= size + 2, "the connection closed inside a chunk");
+        assert!(
+            rest.len() >= size + 2,
+            "the connection closed inside a chunk"
+        );
         body.extend_from_slice(&rest[..size]);
         rest = &rest[size + 2..];
     }

@@ -24,8 +24,8 @@ use crate::router::{
 
 pub use self::route::RouteBuilder;
 pub use self::scope::{Scope, TrailingSlash};
-pub(crate) use self::service::note_panicked_route;
 pub use self::service::ResponseFuture;
+pub(crate) use self::service::note_panicked_route;
 pub use self::shutdown::ShutdownNotice;
 pub use self::status::{StatusHandler, StatusMatch};
 
@@ -66,7 +66,7 @@ pub struct App {
 /// The app as one connection serves it: the app and the connection's
 /// addresses. Every request holds it.
 ///
-/// One per connection under [`serve`](crate::serve), so the reference count
+/// One per connection under [`serve`](mod@crate::serve), so the reference count
 /// a request takes and gives back is the connection's own, written by one
 /// thread only, and not the app's, which every worker thread would write
 /// for every request.

@@ -141,9 +141,7 @@ impl AppConn {
         // is answered like one whose future panics.
         match std::panic::catch_unwind(AssertUnwindSafe(move || self.dispatch(req))) {
             Ok(inner) => ResponseFuture::new(inner),
-            Err(payload) => {
-                ResponseFuture::new(NextFuture::ready(panicked(&*payload)).into())
-            }
+            Err(payload) => ResponseFuture::new(NextFuture::ready(panicked(&*payload)).into()),
         }
     }
 

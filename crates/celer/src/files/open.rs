@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 
-/// Entries kept per thread for one [`OpenFiles`] (per `Files` instance);
+/// Entries kept per thread for one `OpenFiles` (per `Files` instance);
 /// past it the table is emptied and starts again.
 pub const MAX_OPEN_FILES: usize = 1024;
 

@@ -44,7 +44,7 @@ pub(crate) type HandlerFuture =
 /// Implemented for `Fn(Request) -> impl Future` and
 /// `Fn(Request, Next) -> impl Future` whose output implements
 /// [`IntoResponse`] and whose future is `Send`, and for the framework's
-/// middleware types ([`Compression`](crate::middleware::Compression), ...).
+/// middleware types ([`Compression`](crate::middleware::compression::Compression), ...).
 /// The type parameter only tells the two shapes apart. The trait is
 /// sealed: middleware of your own is a function of that shape (a closure
 /// captures its configuration).

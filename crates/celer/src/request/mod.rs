@@ -79,7 +79,7 @@ struct PathParams {
 
 /// The client's address, when the transport knows it.
 ///
-/// Celer's own server ([`serve`](crate::serve)) hands addresses to
+/// Celer's own server ([`serve`](mod@crate::serve)) hands addresses to
 /// [`Request::remote_addr`] directly; other servers can insert this type into
 /// the request extensions instead.
 ///
@@ -95,7 +95,7 @@ pub struct RemoteAddr(pub SocketAddr);
 
 /// The address the request was received on, when the transport knows it.
 ///
-/// Celer's own server ([`serve`](crate::serve)) hands addresses to
+/// Celer's own server ([`serve`](mod@crate::serve)) hands addresses to
 /// [`Request::local_addr`] directly; other servers can insert this type into
 /// the request extensions instead.
 ///
@@ -265,7 +265,7 @@ impl Request {
     }
 
     /// The client's address, if the server provided it: from
-    /// [`serve`](crate::serve), else from a [`RemoteAddr`] extension.
+    /// [`serve`](mod@crate::serve), else from a [`RemoteAddr`] extension.
     ///
     /// `None` on UNIX sockets and for requests built by hand.
     ///
@@ -288,7 +288,7 @@ impl Request {
     }
 
     /// The local address the request came in on, if the server provided it:
-    /// from [`serve`](crate::serve), else from a [`LocalAddr`] extension.
+    /// from [`serve`](mod@crate::serve), else from a [`LocalAddr`] extension.
     ///
     /// ```
     /// let req = celer::Request::builder().uri("/").body(()).unwrap();
@@ -468,7 +468,11 @@ impl Request {
                  `{target}`: declare it `<{}:{name}>` in the rule (a value of another \
                  shape then gets 404), or read it as a String",
                 self.route_desc(),
-                if target.starts_with('u') { "uint" } else { "int" },
+                if target.starts_with('u') {
+                    "uint"
+                } else {
+                    "int"
+                },
             ),
             Some(value) => format!(
                 "parameter {name:?} of route {}: the rule's type `{kind}` accepted {value:?} \

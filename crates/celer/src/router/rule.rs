@@ -254,17 +254,15 @@ fn parse_segment(rule: &str, part: &str, types: &TypeRegistry) -> Result<Vec<Pie
         if open > 0 {
             pieces.push(Piece::Literal(rest[..open].into()));
         }
-        let close = rest[open..]
-            .find('>')
-            .ok_or_else(|| {
-                RuleError::new(
-                    rule,
-                    format!(
-                        "unclosed '<' in segment {part:?}: close the parameter with '>', \
+        let close = rest[open..].find('>').ok_or_else(|| {
+            RuleError::new(
+                rule,
+                format!(
+                    "unclosed '<' in segment {part:?}: close the parameter with '>', \
                          as in `<name>` or `<int:name>`"
-                    ),
-                )
-            })?;
+                ),
+            )
+        })?;
         let inner = &rest[open + 1..open + close];
         let (type_name, name) = inner.split_once(':').unwrap_or(("string", inner));
         if !is_identifier(name) {
@@ -276,17 +274,15 @@ fn parse_segment(rule: &str, part: &str, types: &TypeRegistry) -> Result<Vec<Pie
                 ),
             ));
         }
-        let kind = types
-            .lookup(type_name)
-            .ok_or_else(|| {
-                RuleError::new(
-                    rule,
-                    format!(
-                        "unknown parameter type {type_name:?} in `<{inner}>`: the types are \
+        let kind = types.lookup(type_name).ok_or_else(|| {
+            RuleError::new(
+                rule,
+                format!(
+                    "unknown parameter type {type_name:?} in `<{inner}>`: the types are \
                          int, uint, string, uuid, path and those added with register_type"
-                    ),
-                )
-            })?;
+                ),
+            )
+        })?;
         pieces.push(Piece::Param {
             name: name.into(),
             kind,

@@ -43,7 +43,8 @@ fn app() -> App {
     // A `string` parameter read as a non-number type: a value it does
     // not parse is the client's error.
     app.get("/p/<id>", |req: Request| async move {
-        req.param::<std::net::Ipv4Addr>("id").map(|ip| ip.to_string())
+        req.param::<std::net::Ipv4Addr>("id")
+            .map(|ip| ip.to_string())
     });
     app.get("/missing", |req: Request| async move {
         req.param::<u8>("nope").map(|n| n.to_string())

@@ -19,9 +19,10 @@ fn app() -> App {
         "calm"
     });
     // Panics before its future exists.
-    app.get("/early", |_req: Request| -> std::future::Ready<&'static str> {
-        panic!("early")
-    });
+    app.get(
+        "/early",
+        |_req: Request| -> std::future::Ready<&'static str> { panic!("early") },
+    );
     app.get("/ok", |_req: Request| async { "ok" });
     app
 }
@@ -43,13 +44,23 @@ async fn http1_should_answer_500_and_keep_the_connection() {
     assert_eq!(third.text(), "ok");
     drop(conn);
     // curl sees a complete reply, not an empty one (its exit 52).
-    let out = curl(&["-o", "/dev/null", "-w", "%{http_code}", &served.url("/boom/1")]).await;
+    let out = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &served.url("/boom/1"),
+    ])
+    .await;
     assert_eq!(out, "500");
     served.stop().await;
     let logs = logs.text();
     assert!(logs.contains("handler panicked"), "{logs}");
     assert!(logs.contains("panic=boom 3"), "{logs}");
-    assert!(logs.contains("route=GET /boom/<int:n> (for GET /boom/3)"), "{logs}");
+    assert!(
+        logs.contains("route=GET /boom/<int:n> (for GET /boom/3)"),
+        "{logs}"
+    );
     assert!(logs.contains("panic=early"), "{logs}");
     assert!(logs.contains("route=GET /early (for GET /early)"), "{logs}");
 }
@@ -103,6 +114,9 @@ async fn http2_should_answer_500_and_keep_the_connection() {
     served.stop().await;
     let logs = logs.text();
     assert!(logs.contains("panic=boom 2"), "{logs}");
-    assert!(logs.contains("route=GET /boom/<int:n> (for GET /boom/2)"), "{logs}");
+    assert!(
+        logs.contains("route=GET /boom/<int:n> (for GET /boom/2)"),
+        "{logs}"
+    );
     assert!(logs.contains("panic=early"), "{logs}");
 }

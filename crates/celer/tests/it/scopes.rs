@@ -44,9 +44,18 @@ fn app() -> App {
 async fn a_scopes_limit_should_not_leak() {
     let client = TestClient::new(app());
     let body = "0123456789";
-    assert_eq!(client.post("/admin/echo").body(body).await.status(), StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(client.post("/admin/echo").body("01234567").await.text(), "01234567");
-    assert_eq!(client.post("/admin/deep/echo").body("01234").await.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        client.post("/admin/echo").body(body).await.status(),
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    assert_eq!(
+        client.post("/admin/echo").body("01234567").await.text(),
+        "01234567"
+    );
+    assert_eq!(
+        client.post("/admin/deep/echo").body("01234").await.status(),
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
     assert_eq!(client.post("/admin/big").body(body).await.text(), body);
     // Outside the scope: the app's default limit.
     assert_eq!(client.post("/echo").body(body).await.text(), body);
@@ -72,7 +81,10 @@ fn a_scopes_types_should_not_leak() {
 async fn a_scopes_type_should_serve_its_rules() {
     let client = TestClient::new(app());
     assert_eq!(client.get("/admin/b/200").await.text(), "200");
-    assert_eq!(client.get("/admin/b/2000").await.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        client.get("/admin/b/2000").await.status(),
+        StatusCode::NOT_FOUND
+    );
 }
 
 fn slashes(policy: Option<TrailingSlash>) -> App {
@@ -109,7 +121,10 @@ async fn redirect_should_answer_308_to_the_routes_path() {
     let res = client.get("/dir").await;
     assert_eq!(res.header("location"), Some("/dir/"));
     assert_eq!(client.get("/api/items/").await.text(), "items");
-    assert_eq!(client.get("/elsewhere/").await.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        client.get("/elsewhere/").await.status(),
+        StatusCode::NOT_FOUND
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]

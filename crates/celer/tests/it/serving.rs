@@ -14,13 +14,16 @@ fn app() -> App {
         Ok::<_, celer::Error>((StatusCode::CREATED, Json(value)))
     });
     app.get("/stream", |_req: Request| async {
-        let chunks = futures_util::stream::iter(["a", "b", "c"].map(|c| {
-            Ok::<_, std::io::Error>(bytes::Bytes::from_static(c.as_bytes()))
-        }));
+        let chunks = futures_util::stream::iter(
+            ["a", "b", "c"]
+                .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::from_static(c.as_bytes()))),
+        );
         Body::from_stream(chunks)
     });
     app.get("/ip", |req: Request| async move {
-        req.remote_addr().map(|a| a.ip().to_string()).unwrap_or_default()
+        req.remote_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default()
     });
     app
 }
@@ -29,19 +32,32 @@ fn app() -> App {
 async fn serve_inside_a_runtime_should_be_an_error_not_a_panic() {
     let err = celer::serve("tcp://127.0.0.1:0", app()).unwrap_err();
     let message = err.to_string();
-    assert!(message.contains("cannot be called inside a tokio runtime"), "{message}");
-    assert!(message.contains("celer::serve_async(listen, app).await"), "{message}");
+    assert!(
+        message.contains("cannot be called inside a tokio runtime"),
+        "{message}"
+    );
+    assert!(
+        message.contains("celer::serve_async(listen, app).await"),
+        "{message}"
+    );
 
     let bound = celer::serve::bind("tcp://127.0.0.1:0").unwrap();
     let err = app().run(bound, std::future::pending()).unwrap_err();
-    assert!(err.to_string().contains("app.serve(bound, shutdown).await"), "{err}");
+    assert!(
+        err.to_string().contains("app.serve(bound, shutdown).await"),
+        "{err}"
+    );
 }
 
 #[test]
 fn serve_should_name_a_listen_spec_that_does_not_parse() {
     let err = celer::serve("tcp//nowhere", app()).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
-    assert!(err.to_string().contains("cannot listen on \"tcp//nowhere\""), "{err}");
+    assert!(
+        err.to_string()
+            .contains("cannot listen on \"tcp//nowhere\""),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -95,7 +111,11 @@ async fn the_in_memory_client_should_send_json_and_read_it_back() {
     assert_eq!(res.header("content-type"), Some("application/json"));
     assert_eq!(res.json::<serde_json::Value>()["text"], "hi");
     // `.await` on the request sends it too.
-    let res = client.post("/echo").body("{").header("content-type", "application/json").await;
+    let res = client
+        .post("/echo")
+        .body("{")
+        .header("content-type", "application/json")
+        .await;
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
     assert_eq!(client.get("/stream").await.text(), "abc");
     assert_eq!(client.get("/ip").await.text(), "");

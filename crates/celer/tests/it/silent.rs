@@ -57,7 +57,10 @@ fn unbalanced_angle_brackets_should_panic_with_how_to_close_them() {
         app.get("/notes/<int:id", |_req: Request| async { "" });
     });
     assert!(message.contains("unclosed '<'"), "{message}");
-    assert!(message.contains("close the parameter with '>'"), "{message}");
+    assert!(
+        message.contains("close the parameter with '>'"),
+        "{message}"
+    );
     let message = registration_panic(|app| {
         app.get("/notes/id>", |_req: Request| async { "" });
     });
@@ -140,7 +143,10 @@ async fn a_number_read_from_a_string_parameter_should_be_a_logged_500() {
     let reply = get(&notes(), "/by-name/5").await;
     assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
     let logs = logs.text();
-    assert!(logs.contains("is a `string` in the rule but is read as `u64`"), "{logs}");
+    assert!(
+        logs.contains("is a `string` in the rule but is read as `u64`"),
+        "{logs}"
+    );
     assert!(logs.contains("declare it `<uint:name>`"), "{logs}");
     assert!(logs.contains("/by-name/<name>"), "{logs}");
 }
@@ -153,7 +159,10 @@ async fn a_type_narrower_than_the_rule_should_be_a_logged_500() {
     let reply = get(&app, "/small/300").await;
     assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
     let logs = logs.text();
-    assert!(logs.contains("the rule's type `int` accepted \"300\" but `u8`"), "{logs}");
+    assert!(
+        logs.contains("the rule's type `int` accepted \"300\" but `u8`"),
+        "{logs}"
+    );
     // Rule and type agreeing: a non-number is the router's 404.
     assert_eq!(get(&app, "/agree/-3").await.body, "-3");
     assert_eq!(get(&app, "/agree/x").await.status, StatusCode::NOT_FOUND);

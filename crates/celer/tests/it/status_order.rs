@@ -50,7 +50,10 @@ async fn middleware_headers_should_survive_a_rendered_404() {
     assert_eq!(reply.body, "<h1>not here</h1>");
     assert_eq!(reply.header("x-request-id"), Some("r-1"));
     // The middleware ran after the status handler: it saw the page.
-    assert_eq!(reply.header("x-seen-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(
+        reply.header("x-seen-type"),
+        Some("text/html; charset=utf-8")
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -76,7 +79,10 @@ async fn status_all_should_replace_chosen_bodies_too() {
     let mut app = app();
     app.status_all(404, |_res: Response| async { "replaced" });
     // The first matching handler wins: `status` came first.
-    assert_eq!(get(&app, "/own-404").await.body, r#"{"error":"no such note"}"#);
+    assert_eq!(
+        get(&app, "/own-404").await.body,
+        r#"{"error":"no such note"}"#
+    );
     let mut app = App::new();
     app.status_all(404, |_res: Response| async { "replaced" });
     app.get("/own-404", |_req: Request| async {
@@ -84,7 +90,10 @@ async fn status_all_should_replace_chosen_bodies_too() {
     });
     let reply = get(&app, "/own-404").await;
     assert_eq!(reply.body, "replaced");
-    assert_eq!(reply.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -112,27 +121,36 @@ async fn problem_details_should_render_rejections_with_their_detail() {
         req.json::<Note>().await.map(|_| "ok")
     });
     app.get("/gone", |_req: Request| async {
-        Err::<(), _>(celer::Error::status(StatusCode::GONE, format!("note {} was deleted", 4)))
+        Err::<(), _>(celer::Error::status(
+            StatusCode::GONE,
+            format!("note {} was deleted", 4),
+        ))
     });
     app.get("/boom", |_req: Request| async {
         Err::<(), _>(celer::Error::internal("secret database detail"))
     });
-    app.get("/mine", |_req: Request| async { (StatusCode::CONFLICT, "my own words") });
+    app.get("/mine", |_req: Request| async {
+        (StatusCode::CONFLICT, "my own words")
+    });
 
     let builder = http::Request::post("/notes").header("content-type", "application/json");
-    let reply =
-        crate::support::send_with(&app, builder, celer::Body::from(r#"{"text": 5}"#)).await;
+    let reply = crate::support::send_with(&app, builder, celer::Body::from(r#"{"text": 5}"#)).await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(reply.header("content-type"), Some("application/problem+json"));
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/problem+json")
+    );
     let problem: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
     assert_eq!(problem["status"], 422);
     assert_eq!(problem["title"], "Unprocessable Entity");
     assert_eq!(problem["type"], "about:blank");
     let detail = problem["detail"].as_str().unwrap();
-    assert!(detail.starts_with("json does not match the expected shape: invalid type: integer `5`"), "{detail}");
+    assert!(
+        detail.starts_with("json does not match the expected shape: invalid type: integer `5`"),
+        "{detail}"
+    );
 
-    let problem: serde_json::Value =
-        serde_json::from_str(&get(&app, "/gone").await.body).unwrap();
+    let problem: serde_json::Value = serde_json::from_str(&get(&app, "/gone").await.body).unwrap();
     assert_eq!(problem["detail"], "note 4 was deleted");
     let reply = get(&app, "/boom").await;
     assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
@@ -154,5 +172,10 @@ async fn rejection_detail_should_be_readable_without_display() {
     let err = req.json::<serde_json::Value>().await.unwrap_err();
     assert_eq!(err.status(), StatusCode::BAD_REQUEST);
     assert_eq!(err.body_text(), "malformed json");
-    assert!(err.detail().starts_with("malformed json: EOF while parsing"), "{}", err.detail());
+    assert!(
+        err.detail()
+            .starts_with("malformed json: EOF while parsing"),
+        "{}",
+        err.detail()
+    );
 }
