@@ -96,7 +96,7 @@
 //! #     });
 //! #     app
 //! # }
-//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let client = celer::test::TestClient::new(app());
 //! assert_eq!(client.get("/notes/7").await.json::<serde_json::Value>()["id"], 7);
 //! let res = client.get("/notes/abc").await;

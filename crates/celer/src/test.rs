@@ -20,7 +20,8 @@
 //! ```
 //!
 //! Every wait is bounded by [`TIMEOUT`]; reaching it panics with what was
-//! awaited, so a test fails instead of hanging.
+//! awaited, so a test fails instead of hanging. The clients need a tokio
+//! runtime with its timer (`#[tokio::test]` has one).
 
 use std::fmt;
 use std::future::{Future, IntoFuture};

@@ -335,7 +335,7 @@ impl App {
                 route.body_limit = route.body_limit.or(frame.body_limit);
                 route.trailing_slash = route.trailing_slash.or(frame.trailing_slash);
             }
-            if frame.state.len() > 0 {
+            if !frame.state.is_empty() {
                 for route in &mut shared.routes[frame.first_route..] {
                     // Inner scopes closed first: their values win.
                     let mut state = frame.state.clone();

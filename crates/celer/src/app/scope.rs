@@ -20,7 +20,7 @@ use crate::handler::Handler;
 /// settings (`asterisk`, `problem_details`) are not offered here.
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use celer::{App, Request};
 /// use celer::test::TestClient;
 ///

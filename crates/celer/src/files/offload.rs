@@ -7,8 +7,10 @@
 //!   configured root, with the client's conditional and Range headers: the
 //!   ETag, 304, 412, 206 and 416 behaviour of a static file. A path outside
 //!   the root, or malformed, is a server bug: 500, logged, never served.
-//! - `X-Reproxy-URL: http://10.0.0.5:8080/blob/1 [more URLs]` is fetched
-//!   with hyper's client, trying each URL in order while connections fail.
+//! - `X-Reproxy-URL: http://10.0.0.5:8080/blob/1 [more URLs]` (with the
+//!   `reproxy` feature, which brings hyper's client; without it the header
+//!   is a logged 500) is fetched, trying each URL in order while
+//!   connections fail.
 //!   Each URL must start with one of the allowed upstream prefixes (500,
 //!   logged, otherwise). The upstream's status, headers (hop-by-hop ones
 //!   removed) and body are streamed to the client, never buffered. No
@@ -22,6 +24,7 @@
 //! kept on the offloaded response.
 //!
 //! ```
+//! # #[cfg(feature = "reproxy")] {
 //! use std::time::Duration;
 //! use celer::files::{Files, OffloadLayer};
 //! use tower_layer::Layer;
@@ -34,6 +37,7 @@
 //!     .timeout(Duration::from_secs(5))
 //!     .layer(app);
 //! # let _ = service;
+//! # }
 //! ```
 
 use std::fmt;
@@ -46,18 +50,24 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::Method;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, StatusCode, Uri};
+#[cfg(feature = "reproxy")]
+use http::{StatusCode, Uri};
+#[cfg(feature = "reproxy")]
 use http_body_util::Empty;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+#[cfg(feature = "reproxy")]
+use hyper_util::client::legacy::{Client, connect::HttpConnector};
+#[cfg(feature = "reproxy")]
 use hyper_util::rt::TokioExecutor;
 use percent_encoding::percent_decode_str;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::Files;
-use super::respond::{Answer, status};
+use super::respond::Answer;
+#[cfg(feature = "reproxy")]
+use super::respond::status;
 use crate::{Body, BoxError, Response};
 
 /// Default time allowed for an upstream to answer with its response head.
@@ -94,6 +104,7 @@ const KEPT: [HeaderName; 4] = [
 
 /// Hop-by-hop fields never copied from an upstream's answer (RFC 9110
 /// §7.6.1).
+#[cfg(feature = "reproxy")]
 const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     header::TRANSFER_ENCODING,
@@ -117,6 +128,7 @@ struct Config {
     /// URL prefixes X-Reproxy-URL may name.
     upstreams: Vec<String>,
     timeout: Duration,
+    #[cfg(feature = "reproxy")]
     client: Client<HttpConnector, Empty<Bytes>>,
 }
 
@@ -125,15 +137,19 @@ impl OffloadLayer {
     /// 500 until [`files`](Self::files) or
     /// [`allow_upstream`](Self::allow_upstream) allows it.
     pub fn new() -> OffloadLayer {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(REPROXY_TIMEOUT));
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+        #[cfg(feature = "reproxy")]
+        let client = {
+            let mut connector = HttpConnector::new();
+            connector.set_nodelay(true);
+            connector.set_connect_timeout(Some(REPROXY_TIMEOUT));
+            Client::builder(TokioExecutor::new()).build(connector)
+        };
         OffloadLayer {
             config: Arc::new(Config {
                 files: None,
                 upstreams: Vec::new(),
                 timeout: REPROXY_TIMEOUT,
+                #[cfg(feature = "reproxy")]
                 client,
             }),
         }
@@ -147,6 +163,7 @@ impl OffloadLayer {
                     files: self.config.files.clone(),
                     upstreams: self.config.upstreams.clone(),
                     timeout: self.config.timeout,
+                    #[cfg(feature = "reproxy")]
                     client: self.config.client.clone(),
                 };
                 f(&mut config);
@@ -166,7 +183,8 @@ impl OffloadLayer {
     /// Allows X-Reproxy-URL URLs starting with `prefix`, such as
     /// `http://10.0.0.5:8080/`. End the prefix with `/` so that
     /// `http://host:80` cannot match `http://host:8080`. Only `http` is
-    /// supported. Default is none.
+    /// supported. Default is none. Needs the `reproxy` feature.
+    #[cfg(feature = "reproxy")]
     pub fn allow_upstream(self, prefix: &str) -> OffloadLayer {
         let prefix = prefix.to_owned();
         self.with(|c| c.upstreams.push(prefix))
@@ -175,7 +193,8 @@ impl OffloadLayer {
     /// Time an upstream has to connect and send its response head (past
     /// it the client gets 504), and most time between two pieces of its
     /// body (past it the response is cut off). Default is
-    /// [`REPROXY_TIMEOUT`].
+    /// [`REPROXY_TIMEOUT`]. Needs the `reproxy` feature.
+    #[cfg(feature = "reproxy")]
     pub fn timeout(self, timeout: Duration) -> OffloadLayer {
         self.with(|c| c.timeout = timeout)
     }
@@ -273,7 +292,11 @@ impl Config {
         } else if let Some(uri) = headers.get(X_ACCEL_REDIRECT) {
             self.accel_redirect(method, passed, uri)
         } else if let Some(urls) = headers.get(X_REPROXY_URL) {
-            self.reproxy(method, passed, urls.clone()).await
+            #[cfg(feature = "reproxy")]
+            let answer = self.reproxy(method, passed, urls.clone()).await;
+            #[cfg(not(feature = "reproxy"))]
+            let answer = refused("x-reproxy-url needs celer's `reproxy` feature", urls);
+            answer
         } else {
             return res.map(Body::new);
         };
@@ -345,6 +368,7 @@ impl Config {
     }
 
     /// X-Reproxy-URL: fetch the first URL that connects.
+    #[cfg(feature = "reproxy")]
     async fn reproxy(&self, method: &Method, passed: &HeaderMap, value: HeaderValue) -> Response {
         let Ok(text) = value.to_str() else {
             return refused("x-reproxy-url is not a list of URLs", &value);
@@ -383,6 +407,7 @@ impl Config {
         last.into_response(head)
     }
 
+    #[cfg(feature = "reproxy")]
     async fn fetch(&self, head: bool, passed: &HeaderMap, uri: Uri) -> Result<Response, Failure> {
         let mut req = http::Request::new(Empty::new());
         *req.method_mut() = if head { Method::HEAD } else { Method::GET };
@@ -412,6 +437,7 @@ impl Config {
     }
 }
 
+#[cfg(feature = "reproxy")]
 pin_project_lite::pin_project! {
     /// An upstream body that fails when no frame arrives for `timeout`, so
     /// a stalled upstream cannot hold the client's connection forever.
@@ -423,6 +449,7 @@ pin_project_lite::pin_project! {
     }
 }
 
+#[cfg(feature = "reproxy")]
 impl<B> http_body::Body for IdleTimeout<B>
 where
     B: http_body::Body<Data = Bytes>,
@@ -459,6 +486,7 @@ where
 }
 
 /// Why an upstream gave no answer.
+#[cfg(feature = "reproxy")]
 #[derive(Debug, Clone, Copy)]
 enum Failure {
     /// 504: no response head within the timeout.
@@ -467,6 +495,7 @@ enum Failure {
     Gateway(&'static str),
 }
 
+#[cfg(feature = "reproxy")]
 impl Failure {
     fn reason(self) -> &'static str {
         match self {
