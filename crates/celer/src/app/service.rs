@@ -45,8 +45,10 @@ thread_local! {
 /// Records the route of a request dropped while its handler panics.
 pub(crate) fn note_panicked_route(route: String) {
     PANICKED_ROUTE.with(|slot| {
+        // The latest wins: a value left by a panic some handler caught
+        // itself is replaced by the next one's.
         if let Ok(mut slot) = slot.try_borrow_mut() {
-            slot.get_or_insert(route);
+            *slot = Some(route);
         }
     });
 }

@@ -179,3 +179,31 @@ async fn rejection_detail_should_be_readable_without_display() {
         err.detail()
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn header_arrays_should_take_strings_and_refuse_bad_fields_with_500() {
+    use celer::response::IntoResponse;
+    let mut app = App::new();
+    app.get("/notes/<uint:id>", |_req: Request| async { "" })
+        .name("note");
+    app.post("/notes", |req: Request| async move {
+        let location = req.url_for("note", &[("id", &7)])?;
+        Ok::<_, celer::Error>((
+            StatusCode::CREATED,
+            [(http::header::LOCATION, location)],
+            "made",
+        ))
+    });
+    let reply = crate::support::send(&app, "POST", "/notes").await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    assert_eq!(reply.header("location"), Some("/notes/7"));
+    assert_eq!(reply.body, "made");
+
+    let res = (StatusCode::CREATED, [("bad name", "v")], "x").into_response();
+    assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let res = ([("x-ok", "line\nbreak")], "x").into_response();
+    assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let res = (StatusCode::SEE_OTHER, [("location", "/there")]).into_response();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert_eq!(res.headers()["location"], "/there");
+}
