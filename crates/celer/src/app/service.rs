@@ -36,19 +36,25 @@ where
     }
 }
 
+/// What a request dropped during its handler's unwind leaves for the
+/// catch: its route, for the log line, and its app, for the status
+/// handlers and problem+json rendering of the 500.
+type Panicked = (String, Arc<Shared>);
+
 thread_local! {
-    /// The route of the request whose handler is unwinding, written when
-    /// the request is dropped during the unwind and read by the catch.
-    static PANICKED_ROUTE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// Written when the request is dropped during the unwind, read by the
+    /// catch.
+    static PANICKED: std::cell::RefCell<Option<Panicked>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Records the route of a request dropped while its handler panics.
-pub(crate) fn note_panicked_route(route: String) {
-    PANICKED_ROUTE.with(|slot| {
+/// Records the route and app of a request dropped while its handler
+/// panics.
+pub(crate) fn note_panicked_route(route: String, shared: Arc<Shared>) {
+    PANICKED.with(|slot| {
         // The latest wins: a value left by a panic some handler caught
         // itself is replaced by the next one's.
         if let Ok(mut slot) = slot.try_borrow_mut() {
-            *slot = Some(route);
+            *slot = Some((route, shared));
         }
     });
 }
@@ -56,23 +62,42 @@ pub(crate) fn note_panicked_route(route: String) {
 /// The answer to a request whose handler panicked: the panic is logged
 /// (target `celer::panic`) with its message and route, and the client gets
 /// a `500`; the connection and the worker go on.
+///
+/// The app's own status handlers and problem+json rendering, when it has
+/// them, render that 500 (the future returned does): the middleware and
+/// scopes the panic unwound through are gone.
 #[cold]
 #[inline(never)]
-fn panicked(payload: &(dyn std::any::Any + Send)) -> Response {
+fn panicked(payload: &(dyn std::any::Any + Send)) -> Dispatched {
     let message = payload
         .downcast_ref::<&str>()
         .copied()
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("a non-string payload");
-    let route = PANICKED_ROUTE
-        .with(|slot| slot.try_borrow_mut().ok().and_then(|mut slot| slot.take()))
-        .unwrap_or_else(|| "unknown (the request had been dropped)".to_owned());
+    let (route, shared) = match PANICKED.with(|slot| slot.try_borrow_mut().ok()?.take()) {
+        Some((route, shared)) => (route, Some(shared)),
+        None => ("unknown (the request had been dropped)".to_owned(), None),
+    };
     tracing::error!(target: "celer::panic", route = %route, panic = %message, "handler panicked; answered 500");
-    crate::error::generated(
+    let res = crate::error::generated(
         StatusCode::INTERNAL_SERVER_ERROR,
         "internal server error",
         "",
-    )
+    );
+    match shared {
+        Some(shared) if shared.has_finish() => NextFuture::boxed(Box::pin(async move {
+            status::apply(&shared.status, shared.problem, res).await
+        }))
+        .into(),
+        _ => NextFuture::ready(res).into(),
+    }
+}
+
+/// A plain 500, when rendering a panic's 500 panicked too.
+#[cold]
+fn panicked_again() -> Response {
+    tracing::error!(target: "celer::panic", "rendering a panic's 500 panicked; answered a plain 500");
+    crate::response::status(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 pin_project_lite::pin_project! {
@@ -86,8 +111,9 @@ pin_project_lite::pin_project! {
     pub struct ResponseFuture {
         #[pin]
         inner: Dispatched,
-        // Set once the handler panicked: its future is not polled again.
-        done: bool,
+        // `HANDLER`, then `RENDERING` once the handler panicked and `inner`
+        // renders its 500, then `DONE`.
+        stage: u8,
     }
 }
 
@@ -96,26 +122,41 @@ impl Future for ResponseFuture {
 
     #[inline(never)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        if *this.done {
-            return Poll::Pending;
-        }
-        let inner = this.inner;
-        // A panicking handler is answered 500; the engine never sees the
-        // panic, so the connection and its worker go on.
-        match std::panic::catch_unwind(AssertUnwindSafe(move || inner.poll_output(cx))) {
-            Ok(poll) => poll,
-            Err(payload) => {
-                *this.done = true;
-                Poll::Ready(Ok(panicked(&*payload)))
+        let mut this = self.project();
+        loop {
+            if *this.stage == DONE {
+                return Poll::Pending;
+            }
+            let inner = this.inner.as_mut();
+            let cx = &mut *cx;
+            // A panicking handler is answered 500; the engine never sees
+            // the panic, so the connection and its worker go on.
+            match std::panic::catch_unwind(AssertUnwindSafe(move || inner.poll_output(cx))) {
+                Ok(poll) => return poll,
+                Err(payload) if *this.stage == HANDLER => {
+                    *this.stage = RENDERING;
+                    this.inner.set(panicked(&*payload));
+                }
+                Err(_) => {
+                    *this.stage = DONE;
+                    return Poll::Ready(Ok(panicked_again()));
+                }
             }
         }
     }
 }
 
+/// [`ResponseFuture`]'s stages.
+const HANDLER: u8 = 0;
+const RENDERING: u8 = 1;
+const DONE: u8 = 2;
+
 impl ResponseFuture {
     fn new(inner: Dispatched) -> Self {
-        ResponseFuture { inner, done: false }
+        ResponseFuture {
+            inner,
+            stage: HANDLER,
+        }
     }
 }
 
@@ -143,7 +184,10 @@ impl AppConn {
         // is answered like one whose future panics.
         match std::panic::catch_unwind(AssertUnwindSafe(move || self.dispatch(req))) {
             Ok(inner) => ResponseFuture::new(inner),
-            Err(payload) => ResponseFuture::new(NextFuture::ready(panicked(&*payload)).into()),
+            Err(payload) => ResponseFuture {
+                inner: panicked(&*payload),
+                stage: RENDERING,
+            },
         }
     }
 

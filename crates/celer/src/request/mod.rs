@@ -685,7 +685,7 @@ impl Drop for Inner {
         // A request dropped while its handler unwinds names the route for
         // the log line of the panic (see `app/service.rs`).
         if std::thread::panicking() {
-            crate::app::note_panicked_route(self.route_desc());
+            crate::app::note_panicked_route(self.route_desc(), self.conn.shared.clone());
         }
     }
 }

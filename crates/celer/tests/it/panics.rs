@@ -120,3 +120,35 @@ async fn http2_should_answer_500_and_keep_the_connection() {
     );
     assert!(logs.contains("panic=early"), "{logs}");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_apps_status_handlers_and_problems_should_render_a_panics_500() {
+    let mut with_problems = app();
+    with_problems.problem_details(true);
+    let client = celer::test::TestClient::new(with_problems);
+    for path in ["/boom/5", "/early"] {
+        let res = client.get(path).await;
+        assert_eq!(res.status(), 500);
+        assert_eq!(res.header("content-type"), Some("application/problem+json"));
+        assert_eq!(res.json::<serde_json::Value>()["status"], 500);
+    }
+    let mut with_page = app();
+    with_page.status(500, |_res: celer::Response| async { "sorry" });
+    let client = celer::test::TestClient::new(with_page);
+    assert_eq!(client.get("/boom/6").await.text(), "sorry");
+    // A status handler that panics too: a plain 500 still.
+    let mut twice = App::new();
+    twice.get("/boom", |_req: Request| async {
+        panic!("first");
+        #[allow(unreachable_code)]
+        ""
+    });
+    twice.status(500, |_res: celer::Response| async {
+        panic!("second");
+        #[allow(unreachable_code)]
+        ""
+    });
+    let res = celer::test::TestClient::new(twice).get("/boom").await;
+    assert_eq!(res.status(), 500);
+    assert_eq!(client.get("/ok").await.text(), "ok");
+}
