@@ -105,6 +105,7 @@ impl App {
     ) -> io::Result<()> {
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
+        let bound = bound.extended_connect(shared.websocket);
         // The app hears of shutdown first, so streams it holds open end
         // while the engine drains connections.
         let signal = async move {
@@ -143,6 +144,7 @@ impl App {
     pub async fn serve(self, bound: Bound, shutdown: Shutdown) -> io::Result<()> {
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
+        let bound = bound.extended_connect(shared.websocket);
         let serving = bound.serve_with(
             move |info: &ConnInfo| Connection::new(&shared, info),
             shutdown.clone(),

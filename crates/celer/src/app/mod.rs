@@ -93,6 +93,9 @@ pub(crate) struct Shared {
     /// Fired by `App::run` / `App::serve` when shutdown starts; shared by
     /// every clone of the app.
     pub(crate) shutdown: ShutdownNotice,
+    /// Some route is a WebSocket route (so HTTP/2 advertises extended
+    /// CONNECT, RFC 8441 §3).
+    pub(crate) websocket: bool,
 }
 
 /// The routes of one fully static path: for each standard method but HEAD
@@ -146,6 +149,7 @@ impl App {
                 body_limit: DEFAULT_BODY_LIMIT,
                 asterisk: None,
                 shutdown: ShutdownNotice::new(),
+                websocket: false,
             }),
             scopes: Vec::new(),
             conn: None,
@@ -248,14 +252,22 @@ impl App {
         RouteBuilder::new(self, id)
     }
 
-    /// Adds a WebSocket route (RFC 6455): GET requests to `rule` that ask
-    /// for an upgrade are validated and switched; see [`crate::ws`].
+    /// Adds a WebSocket route: GET requests to `rule` that ask for an
+    /// upgrade (RFC 6455, HTTP/1.1) and extended CONNECT requests with
+    /// `:protocol = websocket` (RFC 8441, HTTP/2) are validated and
+    /// switched; see [`crate::ws`]. An app with a WebSocket route makes
+    /// the engine advertise WebSocket over HTTP/2 when it serves it.
     ///
     /// # Panics
     ///
     /// Panics if the rule is invalid.
     pub fn websocket(&mut self, rule: &str, route: crate::ws::WebSocketRoute) -> RouteBuilder<'_> {
-        self.route(MethodSet::GET, rule, route.into_handler())
+        self.shared_mut().websocket = true;
+        self.route(
+            MethodSet::GET | MethodSet::CONNECT,
+            rule,
+            route.into_handler(),
+        )
     }
 
     /// Opens a scope: routes and middleware added inside `build` live under
@@ -342,6 +354,7 @@ impl App {
         wrappers.extend(sub.middleware.iter().cloned());
         let shared = self.shared_mut();
         shared.shutdown.link(sub.shutdown);
+        shared.websocket |= sub.websocket;
         shared.state.extend(sub.state);
         let first = shared.routes.len();
         for mut route in sub.routes {
