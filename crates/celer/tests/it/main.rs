@@ -15,3 +15,4 @@ mod support;
 mod url_for;
 mod wire;
 mod ws;
+mod ws_h2;
