@@ -16,3 +16,4 @@ mod url_for;
 mod wire;
 mod ws;
 mod ws_h2;
+mod ws_tls;
