@@ -45,7 +45,8 @@ use bytes::Bytes;
 use celer_server::ConnInfo;
 
 pub use celer_server::{
-    Bound, Builder, Incoming, Limits, Listen, Server, Shutdown, Threading, raise_fd_limit,
+    Bound, Builder, Incoming, Limits, Listen, Server, Shutdown, Threading, TlsBuilder, TlsConfig,
+    raise_fd_limit,
 };
 
 #[cfg(doc)]
