@@ -308,6 +308,39 @@ fn idle_sockets_stay_open_and_answer_a_ping() {
 }
 
 #[test]
+fn idle_sockets_with_a_message_file_each_echo_a_line_first() {
+    let peer = Peer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.jsonl");
+    std::fs::write(&path, "{\"n\":1}\n{\"n\":2}\n").unwrap();
+    let report = bench(&[
+        "--hang",
+        "7",
+        "-d",
+        "200ms",
+        "--deflate",
+        "--message-file",
+        path.to_str().unwrap(),
+        &peer.ws("/echo"),
+    ]);
+    let hang = &report["hang"];
+    assert_eq!(hang["established"], 7, "{hang}");
+    assert_eq!(hang["alive_at_end"], 7, "{hang}");
+    assert_eq!(peer.stats()["echoed"], 7);
+    // Each echo is checked: a server that alters it fails every socket.
+    let report = bench(&[
+        "--hang",
+        "3",
+        "-d",
+        "200ms",
+        "--message-file",
+        path.to_str().unwrap(),
+        &peer.ws("/mangle"),
+    ]);
+    assert_eq!(report["hang"]["established"], 0, "{}", report["hang"]);
+}
+
+#[test]
 fn fanout_through_a_publisher_reaches_every_receiver() {
     let peer = Peer::start();
     let report = bench(&[
