@@ -208,13 +208,16 @@ impl WebSocketRoute {
             Ok(hs) => hs,
             Err(e) => {
                 let mut res = plain(e.status, e.reason);
-                if e.is_version() {
+                // RFC 6455 §4.4: the version the server speaks, with a
+                // wrong version and with a 426.
+                let upgrade = e.status == StatusCode::UPGRADE_REQUIRED;
+                if e.is_version() || upgrade {
                     res.headers_mut().insert(
                         header::SEC_WEBSOCKET_VERSION,
                         HeaderValue::from_static("13"),
                     );
                 }
-                if e.status == StatusCode::UPGRADE_REQUIRED {
+                if upgrade {
                     res.headers_mut()
                         .insert(header::UPGRADE, HeaderValue::from_static("websocket"));
                 }
