@@ -569,7 +569,7 @@ class Ws(Scenario):
             run.start(key, self.cases[0])
             time.sleep(1)
             pid = run.pids[key].pid
-            run.log(f"idle: {label}, opening {n} WebSockets")
+            run.log(f"{case.name}: {label}, opening {n} WebSockets")
             argv = self.bench(run, f"ws://127.0.0.1:{run.ports[key]}{case.path}", "--hang", n, "--pid", pid,
                               "--pid-tree", "-d", "3s", *extra)
             out = subprocess.run(argv, capture_output=True, text=True)
