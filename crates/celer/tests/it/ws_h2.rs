@@ -22,6 +22,13 @@ use tokio::net::TcpStream;
 
 const T: Duration = Duration::from_secs(20);
 
+thread_local! {
+    /// The client connection tasks this test's thread started, newest last
+    /// (aborting one drops its TCP connection).
+    static CONNECTIONS: std::cell::RefCell<Vec<tokio::task::JoinHandle<()>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 async fn serve(app: App) -> (SocketAddr, Shutdown, tokio::task::JoinHandle<()>) {
     let bound = celer::serve::bind("tcp://127.0.0.1:0").unwrap();
     let addr = bound.tcp_addr().unwrap();
@@ -41,9 +48,10 @@ async fn connect(addr: SocketAddr, window: u32) -> SendRequest<Bytes> {
         .handshake::<_, Bytes>(tcp)
         .await
         .unwrap();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let _ = conn.await;
     });
+    CONNECTIONS.with(|c| c.borrow_mut().push(task));
     let mut client = client.ready().await.unwrap();
     // An ordinary request: its answer comes after the server's SETTINGS.
     let (status, body) = get(&mut client, addr, "/hello").await;
@@ -406,6 +414,21 @@ async fn a_reset_removes_the_connection_and_the_route_limit_holds() {
     })
     .await
     .expect("the slot came back");
+}
+
+#[tokio::test]
+async fn a_connection_that_goes_away_takes_its_sockets_with_it() {
+    let registry = Registry::new();
+    let (addr, _s, _t) = serve(app(&registry)).await;
+    let mut client = connect(addr, 65_535).await;
+    let (_, a, _) = open(&mut client, addr, "/rooms/r", &[("x-user", "a")]).await;
+    let (_, b, _) = open(&mut client, addr, "/rooms/r", &[("x-user", "b")]).await;
+    eventually(|| registry.count_in("r") == 2).await;
+    // The TCP connection closes under both streams, with no close frame.
+    // The streams' handles stay alive: no RST_STREAM could be sent.
+    CONNECTIONS.with(|c| c.borrow_mut().pop().unwrap().abort());
+    eventually(|| registry.count() == 0).await;
+    drop((a, b, client));
 }
 
 #[tokio::test]
