@@ -478,6 +478,14 @@ async fn shutdown_closes_each_socket_with_1001_then_ends_its_stream() {
         let (_, opcode, payload) = ws.frame().await.unwrap();
         assert_eq!(opcode, 8);
         assert_eq!(payload[..2], 1001u16.to_be_bytes());
+        // GOAWAY came first: the connection takes no new stream.
+        let req = http::Request::get(format!("http://{addr}/hello"))
+            .body(())
+            .unwrap();
+        match client.send_request(req, true) {
+            Err(_) => {}
+            Ok((res, _)) => assert!(tokio::time::timeout(T, res).await.unwrap().is_err()),
+        }
         ws.send_frame(8, &1001u16.to_be_bytes());
         ws.send.send_data(Bytes::new(), true).unwrap();
         // END_STREAM after the close handshake.
