@@ -141,8 +141,14 @@ impl AsyncWrite for Tunnel {
         }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_flush(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         // `h2` writes what was queued as soon as the connection task runs.
+        // A writer that flushes has nothing more for now: window granted
+        // to this stream and not used goes back to the connection, so an
+        // idle WebSocket holds none that other streams need.
+        if self.send.capacity() > 0 {
+            self.send.reserve_capacity(0);
+        }
         Poll::Ready(Ok(()))
     }
 
