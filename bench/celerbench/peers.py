@@ -274,9 +274,13 @@ class NodeWs:
                 return False
         return True
 
+    def __init__(self, context_takeover=True):
+        self.context_takeover = context_takeover
+
     def argv(self, run, variant, port, _dir):
-        return [self.node, f"{self.dir}/server.js", str(port)]
+        return [self.node, f"{self.dir}/server.js", str(port), *([] if self.context_takeover else ["no-context-takeover"])]
 
     def version(self, run):
         ws = json.load(open(f"{self.dir}/node_modules/ws/package.json"))["version"]
-        return f"Node {sh([self.node, '--version'])}, ws {ws} (bench/peers/ws-node, permessage-deflate on)"
+        how = "context takeover on" if self.context_takeover else "server_no_context_takeover"
+        return f"Node {sh([self.node, '--version'])}, ws {ws} (bench/peers/ws-node, permessage-deflate on, {how})"

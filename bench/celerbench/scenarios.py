@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from . import proc
-from .driver import Case, fmt, median, medians_table, ratio
+from .driver import ROOT, Case, fmt, median, medians_table, ratio
 from .loadgen import CelerBench, H2load, Wrk
 from .peers import (Celer, GoPeer, GoWs, H2o, Nginx, NodeWs, RustPeer, WsRustPeer, apt_install, cargo_build,
                     listen, tool)
@@ -460,10 +460,20 @@ class Ws(Scenario):
         "fastws": WsRustPeer("peer-fastwebsockets-echo"),
         "gorilla": GoWs(),
         "nodews": NodeWs(),
+        "nodews-nct": NodeWs(context_takeover=False),
     }
-    cases = [Case("echo", "/echo", 256), Case("deflate", "/echo", 64), Case("fanout", "/broadcast", servers=("celer", "tungst", "gorilla", "nodews")),
-             Case("idle", "/echo", idle=True)]
+    # nodews-nct (Node ws answering server_no_context_takeover) runs the
+    # permessage-deflate loads only: the context-takeover comparison.
+    base = ("celer", "tungst", "fastws", "gorilla", "nodews")
+    deflaters = ("celer", "nodews", "nodews-nct")
+    cases = [Case("echo", "/echo", 256, servers=base), Case("deflate", "/echo", 64),
+             Case("fanout", "/broadcast", servers=("celer", "tungst", "gorilla", "nodews")),
+             Case("idle", "/echo", idle=True, servers=base),
+             Case("deflate-idle", "/echo", idle=True, servers=deflaters)]
     columns = WS_COLUMNS
+    # The deflate loads' messages: 64 JSON documents of at most 4 KiB
+    # (bench/messages/make-users.py), one per line, sent in turn.
+    message_file = os.path.join(ROOT, "bench", "messages", "users-4k.jsonl")
 
     def options(self, p):
         p.add_argument("--idle-conns", type=int, default=10000, metavar="N",
@@ -472,11 +482,17 @@ class Ws(Scenario):
                        help="fan-out receivers (default 9999: with the publisher's connection, 10,000 sockets, "
                             "Celer's default limit per route and per server)")
         p.add_argument("--rounds", type=int, default=10, metavar="K", help="fan-out messages per run (default 10)")
+        p.add_argument("--deflate-conns", type=int, default=1000, metavar="N",
+                       help="deflate-idle: WebSockets that each echo one JSON document with permessage-deflate, "
+                            "then idle (default 1000)")
 
     def epilog(self):
-        return ("loads: echo (64-byte messages, 256 connections), deflate (4 KiB messages with permessage-deflate "
-                "offered, 64 connections), fanout (one 100-byte message to N receivers, K rounds), idle (N idle "
-                "WebSockets, server RSS before and while idle, fresh server instance)")
+        return ("loads: echo (64-byte messages, 256 connections), deflate (the JSON documents of "
+                "bench/messages/users-4k.jsonl in turn, at most 4 KiB each, permessage-deflate offered, 64 "
+                "connections), fanout (one 100-byte message to N receivers, K rounds), idle (N idle "
+                "WebSockets, server RSS before and while idle, fresh server instance), deflate-idle (N WebSockets "
+                "that each echoed one of those documents with permessage-deflate, then idle: what a used "
+                "connection's compression state costs)")
 
     def install(self, run):
         exe = os.environ.get("CELER_CLI") or cargo_build(run, run.root, "celer-cli", "celer")
@@ -514,15 +530,21 @@ class Ws(Scenario):
         if case.name == "fanout":
             return self.bench(run, url, "--fanout", case.conns, "--rounds", 1 if duration == 1 else run.opts.rounds,
                               "--message-size", 100)
-        size = 4096 if case.name == "deflate" else 64
-        extra = ["--deflate"] if case.name == "deflate" else []
-        return self.bench(run, url, "-c", case.conns, "-d", f"{duration}s", "--message-size", size, *extra,
-                          timeout=duration + 120)
+        if case.name == "deflate":
+            what = ["--deflate", "--message-file", self.message_file]
+        else:
+            what = ["--message-size", 64]
+        return self.bench(run, url, "-c", case.conns, "-d", f"{duration}s", *what, timeout=duration + 120)
+
+    def mean_message(self):
+        with open(self.message_file, "rb") as f:
+            lines = [l.rstrip(b"\r") for l in f.read().split(b"\n") if l.rstrip(b"\r")]
+        return round(sum(map(len, lines)) / len(lines))
 
     def row(self, run, case, label, r):
         bad = r["errors"] or r["missing"]
         run.flagged += bool(bad)
-        size = {"echo": 64, "deflate": 4096, "fanout": 100}[case.name]
+        size = {"echo": 64, "deflate": self.mean_message(), "fanout": 100}[case.name]
         per = r["bytes"] / r["requests"] if r["requests"] and r["requests"] > 0 and r["bytes"] == r["bytes"] else None
         return {"message_bytes": size, "bytes_per_msg": f"{per:.1f}" if per else ""}
 
@@ -536,21 +558,23 @@ class Ws(Scenario):
                 f"({float(r['cpu_pct']):3.0f}%)  others {r['foreign_pct']}%{err}")
 
     def after(self, run, case, labels):
-        n = min(run.opts.idle_conns, (run.nofile - 200) // 2)
-        if n < run.opts.idle_conns:
-            run.log(f"open-file limit is {run.nofile}: holding {n} idle WebSockets instead of {run.opts.idle_conns}")
+        want = run.opts.deflate_conns if case.name == "deflate-idle" else run.opts.idle_conns
+        n = min(want, (run.nofile - 200) // 2)
+        if n < want:
+            run.log(f"open-file limit is {run.nofile}: holding {n} idle WebSockets instead of {want}")
+        extra = ["--deflate", "--message-file", self.message_file] if case.name == "deflate-idle" else []
         for label in labels:
             run.wait_quiet()
             key = (label, "")
             run.start(key, self.cases[0])
             time.sleep(1)
             pid = run.pids[key].pid
-            run.log(f"idle: {label}, opening {n} WebSockets")
+            run.log(f"{case.name}: {label}, opening {n} WebSockets")
             argv = self.bench(run, f"ws://127.0.0.1:{run.ports[key]}{case.path}", "--hang", n, "--pid", pid,
-                              "--pid-tree", "-d", "3s")
+                              "--pid-tree", "-d", "3s", *extra)
             out = subprocess.run(argv, capture_output=True, text=True)
             with open(f"{run.out}/{self.loadgen.log_name}", "a") as log:
-                log.write(f"### idle, {label}: {' '.join(argv)}\n{out.stdout}{out.stderr}\n")
+                log.write(f"### {case.name}, {label}: {' '.join(argv)}\n{out.stdout}{out.stderr}\n")
             try:
                 h = json.loads(out.stdout[out.stdout.index("{"):])["hang"]
             except (ValueError, KeyError):
@@ -561,15 +585,16 @@ class Ws(Scenario):
             r = {"idle_ok": h["established"], "idle_open": h["alive_at_end"],
                  "rss_before_kib": (h.get("rss_before") or 0) // 1024, "rss_after_kib": (h.get("rss_during") or 0) // 1024,
                  "bytes_per_conn": f"{per:.0f}" if per is not None else ""}
-            run.log(f"idle: {label} established {r['idle_ok']}, alive at the end {r['idle_open']}, RSS "
+            run.log(f"{case.name}: {label} established {r['idle_ok']}, alive at the end {r['idle_open']}, RSS "
                     f"{r['rss_before_kib']} -> {r['rss_after_kib']} KiB, {r['bytes_per_conn']} bytes/socket")
-            run.add_row({"repeat": 1, "scenario": "idle", "server": label, "connections": n, "contended": 0,
+            run.add_row({"repeat": 1, "scenario": case.name, "server": label, "connections": n, "contended": 0,
                          "errors": sum(h["errors"].values()), **r})
             run.stop(key)
 
     def summary(self, rows):
-        load = [r for r in rows if r["scenario"] != "idle"]
+        load = [r for r in rows if r["scenario"] not in ("idle", "deflate-idle")]
         idle = [r for r in rows if r["scenario"] == "idle"]
+        used = [r for r in rows if r["scenario"] == "deflate-idle"]
         out = []
         cols = [("msg/s", "req_per_s", 9, 0), ("p99 us", "p99_us", 8, 0), ("CPU us/msg", "cpu_us_per_req", 10, 2),
                 ("B/msg", "bytes_per_msg", 7, 0), ("last us", "last_us", 8, 0)]
@@ -579,16 +604,20 @@ class Ws(Scenario):
             out.append(medians_table(load, PINNED.format("celer bench") + "; fanout: CPU per delivery, "
                                      "'last' = median over rounds of the time until the last receiver had "
                                      "the message.", cols, ratios, err, self.reference, width=8))
-        if idle:
-            hdr = f"{'server':<8} {'sockets':>8} {'alive':>6} {'RSS before KiB':>14} {'RSS idle KiB':>12} {'B/socket':>8}"
-            out += ["Idle WebSockets (celer bench --hang, VmRSS of the server's processes):", "", hdr, "-" * len(hdr)]
-            out += [f"{r['server']:<8} {r['idle_ok']:>8} {r['idle_open']:>6} {r['rss_before_kib']:>14} "
-                    f"{r['rss_after_kib']:>12} {r['bytes_per_conn'] or '-':>8}" for r in idle]
+        for rs, title in ((idle, "Idle WebSockets (celer bench --hang, VmRSS of the server's processes):"),
+                          (used, "WebSockets that each echoed one JSON document with permessage-deflate, then idle "
+                                 "(celer bench --hang --deflate --message-file, VmRSS of the server's processes):")):
+            if not rs:
+                continue
+            hdr = f"{'server':<10} {'sockets':>8} {'alive':>6} {'RSS before KiB':>14} {'RSS idle KiB':>12} {'B/socket':>8}"
+            out += [title, "", hdr, "-" * len(hdr)]
+            out += [f"{r['server']:<10} {r['idle_ok']:>8} {r['idle_open']:>6} {r['rss_before_kib']:>14} "
+                    f"{r['rss_after_kib']:>12} {r['bytes_per_conn'] or '-':>8}" for r in rs]
             out.append("")
-        out.append(self.targets(load, idle))
+        out.append(self.targets(load, idle, used))
         return "\n".join(out)
 
-    def targets(self, load, idle):
+    def targets(self, load, idle, used=()):
         """Issue 14's four targets, as ratios within this run."""
         med = lambda sc, sv, k: median([r for r in load if r["scenario"] == sc and r["server"] == sv], k)
         peers = [s for s in dict.fromkeys(r["server"] for r in load + idle) if s != "celer"]
@@ -608,11 +637,15 @@ class Ws(Scenario):
             best = min((s for s in last if s != "celer"), key=last.get)
             out.append(f"- fan-out, time until the last receiver: celer {last['celer']:,.0f} us, best peer {best} "
                        f"{last[best]:,.0f} us: {last['celer'] / last[best]:.2f}x (target <= 0.5x)")
+        mem = {r["server"]: r["bytes_per_conn"] for r in used}
         for s in ["celer"] + peers:
             b, c = med("deflate", s, "bytes_per_msg"), med("deflate", s, "cpu_us_per_req")
             if b == b:
-                out.append(f"- deflate, 4 KiB message: {s} {b:,.0f} bytes on the wire per message, {c:.2f} us "
-                           "server CPU per message")
+                line = (f"- deflate, JSON documents of up to 4 KiB (mean {self.mean_message():,} bytes): {s} {b:,.0f} "
+                        f"bytes on the wire per echoed message, {c:.2f} us server CPU per message")
+                if mem.get(s):
+                    line += f", {float(mem[s]):,.0f} bytes of server RSS per used idle socket"
+                out.append(line)
         return "\n".join(out) + "\n"
 
     def describe(self, run):

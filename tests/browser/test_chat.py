@@ -10,6 +10,7 @@ The server is `example-chat` (run.py builds it; EXAMPLE_CHAT_BIN overrides).
 
 import json
 import os
+import subprocess
 import urllib.request
 
 from harness import ROOT, BrowserTest, wait_until
@@ -211,3 +212,38 @@ class Chat(BrowserTest):
         self.assertEqual(ws.console_errors(), [])
         errors = blocked.console_errors()
         self.assertTrue(errors and all("/rooms/fallback/ws-blocked" in e for e in errors), errors)
+
+
+class ChatOverHttp2(BrowserTest):
+    """The chat served over TLS: Chromium speaks HTTP/2 (ALPN) and opens its
+    WebSockets on that connection (RFC 8441 extended CONNECT), which the
+    room's member list reports."""
+
+    def test_websocket_over_http2_pages_see_each_other(self):
+        tmp = self.tempdir()
+        cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+            check=True, capture_output=True, timeout=30,
+        )
+        server = self.server(
+            [example_chat(), "--listen-tls", "tcp://127.0.0.1:{port}", "--tls-cert", cert, "--tls-key", key],
+            tls=True, exit_status=0,
+        )
+        ann, bob = self.browser(insecure_tls=True), self.browser(insecure_tls=True)
+        for page in (ann, bob):
+            open_room(page, server, "h2-room", "websocket")
+            self.assertEqual(page.js("return performance.getEntries()[0].nextHopProtocol"), "h2")
+        say(ann, "ann", "over one connection")
+        wait_shown(bob, "bob", "ann", "over one connection")
+        say(bob, "bob", "multiplexed")
+        wait_shown(ann, "ann", "bob", "multiplexed")
+        # The server lists each WebSocket with the HTTP version it came on.
+        status_code, text = ann.fetch_text(server.url("/rooms/h2-room/members"))
+        self.assertEqual(status_code, 200, text)
+        members = json.loads(text)
+        self.assertEqual([m["http"] for m in members["websocket"]], ["HTTP/2", "HTTP/2"], members)
+        for page in (ann, bob):
+            self.assertEqual(page.console_errors(), [])

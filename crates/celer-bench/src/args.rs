@@ -122,6 +122,20 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_size, default_value = "64", value_name = "SIZE", help_heading = "WebSocket (ws:// and wss:// URLs)")]
     pub message_size: usize,
 
+    /// Echo the messages of this file instead of generated ones: each
+    /// non-empty line is one message (JSON Lines, say), sent in turn, and
+    /// every echo is compared with the line it answers; --message-size is
+    /// ignored. With --hang, each socket first has one line echoed (the
+    /// sockets take the lines in turn), then idles: what a used connection
+    /// costs the server (with permessage-deflate, its compression state).
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "fanout",
+        help_heading = "WebSocket (ws:// and wss:// URLs)"
+    )]
+    pub message_file: Option<PathBuf>,
+
     /// Send binary messages instead of text.
     #[arg(long, help_heading = "WebSocket (ws:// and wss:// URLs)")]
     pub binary: bool,

@@ -122,6 +122,7 @@ pub struct Builder {
     threading: Threading,
     bind: BindOptions,
     http2: bool,
+    extended_connect: bool,
 }
 
 impl Default for Builder {
@@ -136,6 +137,7 @@ impl Default for Builder {
             threading: Threading::PerCore,
             bind: BindOptions::default(),
             http2: true,
+            extended_connect: false,
         }
     }
 }
@@ -215,6 +217,17 @@ impl Builder {
         self
     }
 
+    /// Serves WebSocket over HTTP/2 (RFC 8441): HTTP/2 connections
+    /// advertise `SETTINGS_ENABLE_CONNECT_PROTOCOL` and pass extended
+    /// CONNECT requests to the service (see [`crate::upgrade`]). Default is
+    /// false; turn it on only when the service has WebSocket endpoints,
+    /// since browsers take the setting as a promise. `celer::App` sets it
+    /// itself when it has a WebSocket route ([`Bound::extended_connect`]).
+    pub fn extended_connect(mut self, enabled: bool) -> Self {
+        self.extended_connect = enabled;
+        self
+    }
+
     /// Sets socket options for binding. Default is [`BindOptions::default`].
     pub fn bind_options(mut self, opts: BindOptions) -> Self {
         self.bind = opts;
@@ -275,6 +288,7 @@ impl Builder {
             server_header: self.server_header,
             hsts: None,
             http2: self.http2,
+            extended_connect: self.extended_connect,
         };
         let tls_config = ConnConfig {
             hsts,
@@ -322,6 +336,15 @@ impl Bound {
             .flatten()
             .filter(|(role, _)| roles.contains(role))
             .map(|(_, l)| l)
+    }
+
+    /// Turns WebSocket over HTTP/2 (RFC 8441) on or off after binding, as
+    /// [`Builder::extended_connect`] does before: a service that knows
+    /// whether it has WebSocket endpoints only once it runs sets it here.
+    pub fn extended_connect(mut self, enabled: bool) -> Bound {
+        Arc::make_mut(&mut self.config).extended_connect = enabled;
+        Arc::make_mut(&mut self.tls_config).extended_connect = enabled;
+        self
     }
 
     /// The addresses serving the service (plain and TLS) as `--listen`

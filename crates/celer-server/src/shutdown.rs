@@ -133,6 +133,12 @@ impl Watch {
         self
     }
 
+    /// A new watch on the same signal (for a stream handed over while its
+    /// connection goes on).
+    pub(crate) fn fork(&self) -> Watch {
+        self.shutdown.watch()
+    }
+
     /// True once shutdown has started.
     pub(crate) fn is_started(&self) -> bool {
         self.shutdown.is_started()

@@ -1,10 +1,18 @@
-//! Protocol upgrades (RFC 9110 §7.8): after a `101 Switching Protocols`
-//! response the engine hands the raw connection to the service.
+//! Protocol upgrades: the engine hands a byte stream to the service.
 //!
-//! A request carrying `Connection: upgrade` and an `Upgrade` field has an
-//! [`OnUpgrade`] in its extensions. The service takes it with [`on`], answers
-//! 101, and awaits it to get the [`Upgraded`] connection, which yields the
-//! bytes the client sent after the request head first.
+//! - HTTP/1.1 (RFC 9110 §7.8): a request carrying `Connection: upgrade` and
+//!   an `Upgrade` field has an [`OnUpgrade`] in its extensions. The service
+//!   takes it with [`on`], answers `101 Switching Protocols`, and awaits it
+//!   to get the [`Upgraded`] connection, which yields the bytes the client
+//!   sent after the request head first.
+//! - HTTP/2 extended CONNECT (RFC 8441 §4), when the server advertises it
+//!   ([`Builder::extended_connect`](crate::Builder::extended_connect)): a
+//!   `CONNECT` request with a `:protocol` has a [`ConnectProtocol`] and an
+//!   [`OnUpgrade`] in its extensions. A `2xx` answer turns the stream into
+//!   a tunnel (RFC 9113 §8.5): the [`Upgraded`] stream reads the client's
+//!   DATA frames and writes DATA frames within the flow-control windows;
+//!   shutting its write side down ends the stream (`END_STREAM`). Other
+//!   streams of the connection go on beside it.
 
 use std::fmt;
 use std::future::Future;
@@ -24,7 +32,8 @@ pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
-/// The connection after a 101 response.
+/// The connection after a 101 response, or an HTTP/2 stream after the
+/// `2xx` to an extended CONNECT.
 ///
 /// Its writes keep the ordinary `AsyncWrite` contract over TLS as over
 /// plain TCP: a write that answers `Pending` has taken none of its bytes,
@@ -121,8 +130,26 @@ impl AsyncWrite for Upgraded {
     }
 }
 
+/// The `:protocol` pseudo-header of an HTTP/2 extended CONNECT request
+/// (RFC 8441 §4), e.g. `websocket`; in the request's extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectProtocol(Box<str>);
+
+impl ConnectProtocol {
+    /// A protocol name.
+    pub fn new(protocol: &str) -> ConnectProtocol {
+        ConnectProtocol(protocol.into())
+    }
+
+    /// The protocol name as the client sent it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A future that resolves to the upgraded connection once the engine has
-/// written the 101 response.
+/// written the 101 response (or, on HTTP/2, the `2xx` to an extended
+/// CONNECT).
 pub struct OnUpgrade {
     rx: Option<oneshot::Receiver<Upgraded>>,
 }
@@ -169,6 +196,12 @@ pub(crate) struct Pending {
 impl Pending {
     pub(crate) fn fulfill(self, up: Upgraded) {
         let _ = self.tx.send(up);
+    }
+
+    /// False once the service dropped its [`OnUpgrade`]: nobody would take
+    /// the connection.
+    pub(crate) fn is_wanted(&self) -> bool {
+        !self.tx.is_closed()
     }
 }
 

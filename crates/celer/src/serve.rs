@@ -69,7 +69,7 @@ use bytes::Bytes;
 
 pub use celer_server::{
     Bound, Builder, ConnInfo, HttpService, Incoming, Limits, Listen, Server, Shutdown, Threading,
-    raise_fd_limit,
+    TlsBuilder, TlsConfig, raise_fd_limit,
 };
 
 #[cfg(doc)]
@@ -287,6 +287,7 @@ impl App {
         bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
+        let bound = bound.extended_connect(shared.websocket);
         // The app hears of shutdown first, so streams it holds open end
         // while the engine drains connections.
         let signal = async move {
@@ -327,6 +328,7 @@ impl App {
         bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
+        let bound = bound.extended_connect(shared.websocket);
         let serving = bound.serve_with(
             move |info: &ConnInfo| AppService::new(&shared, info),
             shutdown.clone(),
@@ -375,6 +377,7 @@ impl App {
         bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
+        let bound = bound.extended_connect(shared.websocket);
         let signal = async move {
             signal.await;
             notice.trigger();
@@ -404,6 +407,7 @@ impl App {
         bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
         let notice = shared.shutdown.clone();
+        let bound = bound.extended_connect(shared.websocket);
         let serving = bound.serve_with(
             move |info: &ConnInfo| WithConnInfo {
                 info: *info,

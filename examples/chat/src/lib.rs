@@ -12,6 +12,7 @@
 //! | `GET /rooms/<room>/ws`        | WebSocket: send `{"from","text"}`, get the room's messages |
 //! | `GET /rooms/<room>/events`    | the room's messages as server-sent events               |
 //! | `POST /rooms/<room>/messages` | `202`, posts `{"from","text"}` into the room            |
+//! | `GET /rooms/<room>/members`   | who is connected: each WebSocket's id and HTTP version, the SSE count |
 //! | `GET /echo`                   | a WebSocket that sends every message back as it came    |
 //!
 //! A message reaches everyone in the room, whatever way they came: it is
@@ -193,6 +194,8 @@ pub struct Chat {
 #[derive(Debug)]
 struct ChatInner {
     registry: Registry,
+    /// Each open WebSocket by id: its room and the HTTP version it came on.
+    members: Mutex<HashMap<String, (String, &'static str)>>,
     hubs: Mutex<HashMap<String, Hub>>,
     max_rooms: usize,
     max_sse_per_room: usize,
@@ -205,6 +208,7 @@ impl Chat {
         Chat {
             inner: Arc::new(ChatInner {
                 registry: Registry::new(),
+                members: Mutex::new(HashMap::new()),
                 hubs: Mutex::new(HashMap::new()),
                 max_rooms,
                 max_sse_per_room,
@@ -269,6 +273,58 @@ impl Chat {
     pub fn sse_rooms(&self) -> usize {
         self.hubs().len()
     }
+
+    fn members(&self) -> MutexGuard<'_, HashMap<String, (String, &'static str)>> {
+        // Every critical section is one insert, remove or read.
+        self.inner
+            .members
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Who is in `room`: its WebSockets (id and HTTP version, ordered by
+    /// id) and how many SSE subscribers it has.
+    pub fn who(&self, room: &str) -> serde_json::Value {
+        let mut websocket: Vec<_> = self
+            .members()
+            .iter()
+            .filter(|(_, (r, _))| r == room)
+            .map(|(id, (_, http))| json!({ "id": id, "http": http }))
+            .collect();
+        websocket.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        let sse = self
+            .hubs()
+            .get(room)
+            .map_or(0, |hub| hub.stats().subscribers);
+        json!({ "room": room, "websocket": websocket, "sse": sse })
+    }
+}
+
+/// A WebSocket listed in [`Chat::who`] while it lives.
+struct Member {
+    chat: Chat,
+    id: String,
+}
+
+impl Member {
+    fn join(chat: &Chat, ws: &WebSocket, room: &str) -> Member {
+        let http = match ws.http_version() {
+            http::Version::HTTP_2 => "HTTP/2",
+            _ => "HTTP/1.1",
+        };
+        chat.members()
+            .insert(ws.id().to_owned(), (room.to_owned(), http));
+        Member {
+            chat: chat.clone(),
+            id: ws.id().to_owned(),
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.chat.members().remove(&self.id);
+    }
 }
 
 /// Builds the app.
@@ -297,6 +353,12 @@ pub fn app(settings: &Settings) -> App {
         }
     });
     app.post("/rooms/<room>/messages", post_message);
+    app.get("/rooms/<room>/members", |req: Request| async move {
+        match room_of(&req) {
+            Some(room) => Json(chat_of(&req).who(&room)).into_response(),
+            None => no_such_room(),
+        }
+    });
     app.websocket("/rooms/<room>/ws", chat_route(&chat));
     app.websocket("/echo", echo_route(settings));
     app.get("/static/chat.js", |_req: Request| async {
@@ -466,6 +528,7 @@ fn same_origin(req: &Request) -> bool {
 /// wrong one is answered `{"error": ...}` to this connection alone.
 async fn talk(chat: Chat, mut ws: WebSocket) {
     let room = ws.groups()[0].clone();
+    let _member = Member::join(&chat, &ws, &room);
     while let Some(msg) = ws.recv().await {
         let Some(text) = msg.as_text() else {
             // RFC 6455 §7.4.1: 1003, a type of data it cannot accept.

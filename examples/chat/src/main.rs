@@ -6,7 +6,8 @@
 //! event).
 //!
 //! ```text
-//! example-chat [--listen tcp://127.0.0.1:8080] [--workers N] [--max-rooms N]
+//! example-chat [--listen tcp://127.0.0.1:8080] [--listen-tls tcp://HOST:PORT
+//!              --tls-cert PEM --tls-key PEM] [--workers N] [--max-rooms N]
 //!              [--max-sse-per-room N] [--echo-max-message-bytes N]
 //!              [--echo-no-compression]
 //! ```
@@ -14,7 +15,7 @@
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-use celer::serve::{Listen, Server};
+use celer::serve::{Listen, Server, TlsConfig};
 use clap::Parser;
 use example_chat::Settings;
 
@@ -23,9 +24,20 @@ use example_chat::Settings;
     about = "A chat on the Celer framework: WebSocket rooms, an SSE fallback, an echo WebSocket"
 )]
 struct Args {
-    /// Where to listen (repeatable): tcp://HOST:PORT, unix:PATH, fd:N, systemd.
-    #[arg(long, default_value = "tcp://127.0.0.1:8080")]
+    /// Where to listen (repeatable): tcp://HOST:PORT, unix:PATH, fd:N,
+    /// systemd. Default tcp://127.0.0.1:8080 unless --listen-tls is given.
+    #[arg(long)]
     listen: Vec<Listen>,
+    /// Where to listen with TLS (repeatable; needs --tls-cert and
+    /// --tls-key). HTTP/2 through ALPN, WebSocket over HTTP/2 included.
+    #[arg(long)]
+    listen_tls: Vec<Listen>,
+    /// Certificate chain (PEM) of the TLS listeners.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// Private key (PEM) of the TLS listeners.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
     /// Worker threads (default: one per CPU).
     #[arg(long)]
     workers: Option<usize>,
@@ -55,8 +67,24 @@ fn main() {
     if let Some(n) = args.workers {
         builder = builder.workers(n);
     }
-    for l in args.listen {
+    let mut listen = args.listen;
+    if listen.is_empty() && args.listen_tls.is_empty() {
+        listen.push(Listen::parse("tcp://127.0.0.1:8080").expect("a valid spec"));
+    }
+    for l in listen {
         builder = builder.listen(l);
+    }
+    for l in args.listen_tls {
+        builder = builder.listen_tls(l);
+    }
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        match TlsConfig::builder().cert_files(cert, key).build() {
+            Ok(tls) => builder = builder.tls(tls),
+            Err(err) => {
+                eprintln!("example-chat: {err}");
+                std::process::exit(2);
+            }
+        }
     }
     let _ = celer::serve::raise_fd_limit();
     let bound = match builder.bind() {

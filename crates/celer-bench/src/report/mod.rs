@@ -85,6 +85,7 @@ impl Settings {
             tls: plan.tls.is_some(),
             websocket: plan.ws.as_ref().map(|ws| WsSettings {
                 message_size: ws.message_size,
+                message_file: ws.messages.as_ref().map(|m| m.path.clone()),
                 binary: ws.binary,
                 deflate_offered: ws.offer.deflate,
                 subprotocol: ws.offer.subprotocol.clone(),
@@ -98,8 +99,10 @@ impl Settings {
 /// The WebSocket part of the settings.
 #[derive(Debug, Serialize)]
 pub(crate) struct WsSettings {
-    /// Bytes per message.
+    /// Bytes per message (the mean, with a message file).
     pub(crate) message_size: usize,
+    /// The `--message-file` whose lines are the messages, if any.
+    pub(crate) message_file: Option<String>,
     /// Binary messages (else text).
     pub(crate) binary: bool,
     /// permessage-deflate was offered.

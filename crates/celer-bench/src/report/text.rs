@@ -84,12 +84,22 @@ fn describe_load(settings: &Settings) -> String {
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     if let Some(ws) = &settings.websocket {
         let how_long = how_long.replace("requests", "messages");
+        let what = match &ws.message_file {
+            Some(path) => format!(
+                "echo of the {} messages of {path} (mean {} bytes)",
+                message_kind(settings),
+                ws.message_size
+            ),
+            None => format!(
+                "echo of {}-byte {} messages",
+                ws.message_size,
+                message_kind(settings)
+            ),
+        };
         let mut line = format!(
-            "{how_long}, {}, {}, echo of {}-byte {} messages, {} in flight per connection{}",
+            "{how_long}, {}, {}, {what}, {} in flight per connection{}",
             plural(settings.threads, "thread"),
             plural(settings.connections, "WebSocket"),
-            ws.message_size,
-            message_kind(settings),
             ws.in_flight,
             deflate_note(settings),
         );

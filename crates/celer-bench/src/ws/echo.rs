@@ -97,7 +97,7 @@ async fn drive(
                 let Some((seq, sent)) = state.in_flight.pop_front() else {
                     return fail(worker, state, ErrorKind::Mismatch);
                 };
-                stamp(&state.template, seq, &mut state.scratch);
+                expected(ws, state, seq);
                 if binary == ws.binary && socket.message() == state.scratch.as_slice() {
                     worker.message(std::mem::take(&mut socket.received), sent);
                 } else {
@@ -125,10 +125,22 @@ async fn drive(
 fn send_one(socket: &mut Socket, ws: &WsPlan, state: &mut EchoState) -> Result<(), ErrorKind> {
     let seq = state.next_seq;
     state.next_seq += 1;
-    stamp(&state.template, seq, &mut state.scratch);
+    expected(ws, state, seq);
     socket.send(ws.binary, &state.scratch)?;
     state.in_flight.push_back((seq, Instant::now()));
     Ok(())
+}
+
+/// Puts message `seq` in `state.scratch`: the file's line in turn, or the
+/// template stamped with `seq`.
+fn expected(ws: &WsPlan, state: &mut EchoState, seq: u64) {
+    match &ws.messages {
+        Some(messages) => {
+            state.scratch.clear();
+            state.scratch.extend_from_slice(messages.get(seq));
+        }
+        None => stamp(&state.template, seq, &mut state.scratch),
+    }
 }
 
 /// Counts the messages in flight as failed; the caller opens a new connection.

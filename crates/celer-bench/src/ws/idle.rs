@@ -1,7 +1,10 @@
 //! Idle mode: open N WebSockets, hold them idle (answering the server's
 //! pings), check each still answers a ping, and measure what idle sockets
-//! cost the server.
+//! cost the server. With `--message-file`, each socket first has one of
+//! the file's messages echoed, so the server holds what a used connection
+//! holds.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -25,23 +28,55 @@ pub(crate) fn run(
     idle: Duration,
     processes: &Processes,
 ) -> Result<HangReport, Error> {
+    let next = Rc::new(Cell::new(0u64));
     hold_idle(n, idle, processes, |opening, notes, check| {
-        hold(ws.clone(), opening, notes, check)
+        let seq = next.get();
+        next.set(seq + 1);
+        hold(ws.clone(), seq, opening, notes, check)
     })
+}
+
+/// Has message `seq` of the file echoed (checked byte for byte).
+async fn echo_one(ws: &WsPlan, socket: &mut Socket, seq: u64) -> Result<(), ErrorKind> {
+    let Some(messages) = &ws.messages else {
+        return Ok(());
+    };
+    let message = messages.get(seq);
+    socket.send(ws.binary, message)?;
+    let answer = tokio::time::timeout(ws.endpoint.timeout, async {
+        loop {
+            match socket.next_event().await? {
+                Event::Message { binary } => return Ok(binary),
+                Event::Pong => {}
+                Event::Close => return Err(ErrorKind::Closed),
+            }
+        }
+    })
+    .await
+    .unwrap_or(Err(ErrorKind::Timeout))?;
+    if answer == ws.binary && socket.message() == message {
+        Ok(())
+    } else {
+        Err(ErrorKind::Mismatch)
+    }
 }
 
 /// One idle socket: open, idle until told (answering pings), ping, close.
 async fn hold(
     ws: WsPlan,
+    seq: u64,
     opening: Rc<Semaphore>,
     notes: mpsc::UnboundedSender<HangEvent>,
     mut check: watch::Receiver<bool>,
 ) {
     let permit = opening.acquire().await;
-    let opened = Socket::open(&ws.endpoint, &ws.offer, SMALL_BUFFER).await;
+    let opened = match Socket::open(&ws.endpoint, &ws.offer, SMALL_BUFFER).await {
+        Ok((mut socket, _, _)) => echo_one(&ws, &mut socket, seq).await.map(|()| socket),
+        Err(kind) => Err(kind),
+    };
     drop(permit);
     let mut socket = match opened {
-        Ok((socket, _, _)) => socket,
+        Ok(socket) => socket,
         Err(kind) => {
             let _ = notes.send(HangEvent::Failed(kind));
             return;

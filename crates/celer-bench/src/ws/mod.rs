@@ -19,6 +19,8 @@ pub(crate) mod idle;
 pub(crate) mod socket;
 
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::encode::RequestParts;
@@ -41,6 +43,9 @@ pub(crate) const SMALL_BUFFER: usize = 4 * 1024;
 /// Most fan-out rounds (10,000).
 pub(crate) const MAX_ROUNDS: u32 = 10_000;
 
+/// Largest `--message-file` (64 MiB): its messages are held in memory.
+pub(crate) const MAX_MESSAGE_FILE_BYTES: u64 = 64 << 20;
+
 /// Where to connect, and how.
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
@@ -59,8 +64,10 @@ pub(crate) struct WsPlan {
     pub(crate) endpoint: Endpoint,
     /// The upgrade request.
     pub(crate) offer: Offer,
-    /// Bytes per message.
+    /// Bytes per message (the mean, with `--message-file`).
     pub(crate) message_size: usize,
+    /// The messages of `--message-file`, sent in turn; else generated ones.
+    pub(crate) messages: Option<Messages>,
     /// Binary messages (else text).
     pub(crate) binary: bool,
     /// Fan-out settings, with `--fanout`.
@@ -140,6 +147,7 @@ pub(crate) fn plan(
             (args.binary, "--binary"),
             (args.deflate, "--deflate"),
             (args.subprotocol.is_some(), "--subprotocol"),
+            (args.message_file.is_some(), "--message-file"),
         ] {
             if given {
                 return Err(Error::usage(format!("{flag} needs a ws:// or wss:// URL")));
@@ -155,6 +163,10 @@ pub(crate) fn plan(
         subprotocol: args.subprotocol.clone(),
         deflate: args.deflate,
     };
+    let messages = match &args.message_file {
+        Some(path) => Some(read_messages(path, args.binary)?),
+        None => None,
+    };
     let fanout = match args.fanout {
         None => None,
         Some(receivers) => Some(FanoutPlan {
@@ -166,7 +178,10 @@ pub(crate) fn plan(
     Ok(Some(WsPlan {
         endpoint: endpoint.clone(),
         offer,
-        message_size: args.message_size,
+        message_size: messages
+            .as_ref()
+            .map_or(args.message_size, Messages::mean_len),
+        messages,
         binary: args.binary,
         fanout,
     }))
@@ -295,6 +310,72 @@ fn trigger(args: &BenchArgs, offer: &Offer, endpoint: &Endpoint) -> Result<Trigg
             authority: origin.authority,
             ..offer.clone()
         },
+    })
+}
+
+/// The messages of a `--message-file`.
+#[derive(Debug, Clone)]
+pub(crate) struct Messages {
+    /// The file, for reports.
+    pub(crate) path: String,
+    /// One message per non-empty line.
+    pub(crate) lines: Arc<[Vec<u8>]>,
+}
+
+impl Messages {
+    /// The message with sequence number `seq`: the lines in turn.
+    pub(crate) fn get(&self, seq: u64) -> &[u8] {
+        &self.lines[(seq % self.lines.len() as u64) as usize]
+    }
+
+    /// Mean bytes per message, rounded.
+    pub(crate) fn mean_len(&self) -> usize {
+        let total: usize = self.lines.iter().map(Vec::len).sum();
+        (total + self.lines.len() / 2) / self.lines.len()
+    }
+}
+
+/// Reads `--message-file`: every non-empty line (without its `\r\n` or
+/// `\n`) is a message; text messages must be UTF-8.
+fn read_messages(path: &Path, binary: bool) -> Result<Messages, Error> {
+    let shown = path.display();
+    let fail = |what: String| Error::usage(format!("--message-file '{shown}': {what}"));
+    let len = std::fs::metadata(path)
+        .map_err(|err| fail(err.to_string()))?
+        .len();
+    if len > MAX_MESSAGE_FILE_BYTES {
+        return Err(fail(format!(
+            "{len} bytes; at most {MAX_MESSAGE_FILE_BYTES} are read"
+        )));
+    }
+    let data = std::fs::read(path).map_err(|err| fail(err.to_string()))?;
+    let mut lines = Vec::new();
+    for (n, line) in data.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            continue;
+        }
+        if line.len() > MAX_MESSAGE_BYTES {
+            return Err(fail(format!(
+                "line {} has {} bytes; a message is at most {MAX_MESSAGE_BYTES}",
+                n + 1,
+                line.len()
+            )));
+        }
+        if !binary && std::str::from_utf8(line).is_err() {
+            return Err(fail(format!(
+                "line {} is not UTF-8 (text messages must be; send it with --binary)",
+                n + 1
+            )));
+        }
+        lines.push(line.to_vec());
+    }
+    if lines.is_empty() {
+        return Err(fail("no message in it (every line is empty)".into()));
+    }
+    Ok(Messages {
+        path: shown.to_string(),
+        lines: lines.into(),
     })
 }
 

@@ -184,6 +184,50 @@ fn echo_with_permessage_deflate_is_compressed_and_matched() {
 }
 
 #[test]
+fn echo_sends_the_lines_of_a_message_file_in_turn() {
+    let peer = Peer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("messages.jsonl");
+    let lines = [
+        r#"{"id":1,"name":"Ada","city":"London"}"#,
+        r#"{"id":2,"name":"Zoë","city":"Αθήνα"}"#,
+        r#"{"id":3,"name":"Grace","tags":["navy","cobol","compilers"]}"#,
+    ];
+    // A blank line is skipped; CRLF line ends are taken off.
+    let text = format!("{}\r\n\n{}\n{}", lines[0], lines[1], lines[2]);
+    std::fs::write(&path, text).unwrap();
+    let report = bench(&[
+        "-n",
+        "30",
+        "-c",
+        "2",
+        "--deflate",
+        "--message-file",
+        path.to_str().unwrap(),
+        &peer.ws("/echo"),
+    ]);
+    let run = &report["run"];
+    assert_eq!(run["responses"], 30, "{run}");
+    assert_eq!(run["error_total"], 0, "{run}");
+    assert_eq!(peer.stats()["echoed"], 30);
+    let ws = &report["settings"]["websocket"];
+    let mean = lines.iter().map(|l| l.len()).sum::<usize>() as f64 / 3.0;
+    assert_eq!(ws["message_size"], mean.round() as u64);
+    assert_eq!(ws["message_file"], path.to_str().unwrap());
+    // The mangling endpoint changes each echo: every one is caught.
+    let report = bench(&[
+        "-n",
+        "9",
+        "-c",
+        "1",
+        "--message-file",
+        path.to_str().unwrap(),
+        &peer.ws("/mangle"),
+    ]);
+    assert_eq!(report["run"]["errors"]["mismatch"], 9, "{}", report["run"]);
+}
+
+#[test]
 fn altered_echoes_are_counted_as_mismatches() {
     let peer = Peer::start();
     let report = bench(&["-n", "50", "-c", "1", &peer.ws("/mangle")]);
@@ -264,6 +308,39 @@ fn idle_sockets_stay_open_and_answer_a_ping() {
 }
 
 #[test]
+fn idle_sockets_with_a_message_file_each_echo_a_line_first() {
+    let peer = Peer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.jsonl");
+    std::fs::write(&path, "{\"n\":1}\n{\"n\":2}\n").unwrap();
+    let report = bench(&[
+        "--hang",
+        "7",
+        "-d",
+        "200ms",
+        "--deflate",
+        "--message-file",
+        path.to_str().unwrap(),
+        &peer.ws("/echo"),
+    ]);
+    let hang = &report["hang"];
+    assert_eq!(hang["established"], 7, "{hang}");
+    assert_eq!(hang["alive_at_end"], 7, "{hang}");
+    assert_eq!(peer.stats()["echoed"], 7);
+    // Each echo is checked: a server that alters it fails every socket.
+    let report = bench(&[
+        "--hang",
+        "3",
+        "-d",
+        "200ms",
+        "--message-file",
+        path.to_str().unwrap(),
+        &peer.ws("/mangle"),
+    ]);
+    assert_eq!(report["hang"]["established"], 0, "{}", report["hang"]);
+}
+
+#[test]
 fn fanout_through_a_publisher_reaches_every_receiver() {
     let peer = Peer::start();
     let report = bench(&[
@@ -336,6 +413,15 @@ fn websocket_flags_are_checked() {
     let usage = |list: &[&str]| celer_bench::measure(&args(list)).unwrap_err();
     let peer = Peer::start();
     let url = peer.ws("/echo");
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let empty = &file("empty.jsonl", b"\n\r\n\n");
+    let latin1 = &file("latin1.txt", b"fine\ncaf\xe9\n");
+    let missing = &format!("{}/nothing-here", dir.path().display());
     for (list, needle) in [
         (
             vec!["--fanout", "3", "http://127.0.0.1:1/"],
@@ -362,6 +448,19 @@ fn websocket_flags_are_checked() {
         (
             vec!["--fanout", "3", "--message-size", "10", url.as_str()],
             "--message-size",
+        ),
+        (vec!["--message-file", empty, url.as_str()], "no message"),
+        (
+            vec!["--message-file", latin1, url.as_str()],
+            "line 2 is not UTF-8",
+        ),
+        (
+            vec!["--message-file", missing, url.as_str()],
+            "--message-file",
+        ),
+        (
+            vec!["--message-file", latin1, "http://127.0.0.1:1/"],
+            "--message-file needs a ws://",
         ),
     ] {
         let error = usage(&list);

@@ -36,8 +36,10 @@ use crate::common::{ConnConfig, Reject, date, poll_deadline};
 use crate::error::BoxError;
 use crate::file::{FILE_CHUNK, SendFile};
 use crate::http2::body::{H2Body, Handback};
+use crate::http2::tunnel::Tunnel;
 use crate::limits::{Limits, h2_stream_send_buffer};
 use crate::shutdown::Watch;
+use crate::upgrade::{self, ConnectProtocol, Upgraded};
 
 /// How one stream ended, as far as the connection cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +76,7 @@ pub(crate) async fn serve_connection<I, S, B>(
     B::Error: Into<BoxError>,
 {
     let limits = &config.limits;
-    let handshake = builder(limits).handshake::<_, Bytes>(io);
+    let handshake = builder(&config).handshake::<_, Bytes>(io);
     let conn = tokio::select! {
         biased;
         () = poll_fn(|cx| shutdown.poll_started(cx)) => return,
@@ -256,9 +258,15 @@ impl<F: Future<Output = Ended>> Future for Boxed<F> {
     }
 }
 
-/// The `h2` settings from the engine's limits.
-fn builder(limits: &Limits) -> h2::server::Builder {
+/// The `h2` settings from the engine's limits, and
+/// `SETTINGS_ENABLE_CONNECT_PROTOCOL` when the service takes extended
+/// CONNECT (RFC 8441 §3).
+fn builder(config: &ConnConfig) -> h2::server::Builder {
+    let limits = &config.limits;
     let mut b = h2::server::Builder::new();
+    if config.extended_connect {
+        b.enable_connect_protocol();
+    }
     b.max_concurrent_streams(limits.h2_max_concurrent_streams)
         .initial_window_size(limits.h2_stream_window)
         .initial_connection_window_size(limits.h2_connection_window)
@@ -355,6 +363,7 @@ impl<'a> ConnState<'a> {
                     respond,
                     is_head,
                     handback: None,
+                    tunnel: None,
                     call: Call::Rejected(reject),
                 };
             }
@@ -373,6 +382,29 @@ impl<'a> ConnState<'a> {
         }
         if let Some(target) = parts.uri.path_and_query() {
             parts.uri = http::Uri::from(target.clone());
+        }
+        // RFC 8441 §4: an extended CONNECT (`h2` admits `:protocol` only
+        // when the setting was sent, and only on CONNECT). The request
+        // stream is the tunnel's, not a body: the service sees none.
+        if let Some(protocol) = parts.extensions.remove::<h2::ext::Protocol>() {
+            let (on, pending) = upgrade::pending();
+            parts
+                .extensions
+                .insert(ConnectProtocol::new(protocol.as_str()));
+            parts.extensions.insert(on);
+            let request = Request::from_parts(parts, Incoming::empty());
+            return Stream {
+                config,
+                respond,
+                is_head,
+                handback: None,
+                tunnel: Some(Box::new(TunnelStart {
+                    recv,
+                    pending,
+                    watch: self.shutdown.fork(),
+                })),
+                call: Call::Service(service.call(request)),
+            };
         }
         let limits = &config.limits;
         let (body, handback) = if recv.is_end_stream() {
@@ -397,6 +429,7 @@ impl<'a> ConnState<'a> {
             respond,
             is_head,
             handback,
+            tunnel: None,
             call: Call::Service(service.call(request)),
         }
     }
@@ -444,7 +477,17 @@ struct Stream<'a, F> {
     /// Where the request stream comes back if the service drops its body
     /// before the client finished sending it.
     handback: Option<Handback>,
+    /// An extended CONNECT's stream, for the tunnel a `2xx` opens (boxed:
+    /// rare, and every stream's future would carry it inline).
+    tunnel: Option<Box<TunnelStart>>,
     call: Call<F>,
+}
+
+/// What an extended CONNECT's tunnel is made of once the service says yes.
+struct TunnelStart {
+    recv: h2::RecvStream,
+    pending: upgrade::Pending,
+    watch: Watch,
 }
 
 /// Answers one stream: waits for the service (or gives up when the client
@@ -462,6 +505,7 @@ where
         mut respond,
         is_head,
         handback,
+        tunnel,
         call,
     } = stream;
     let response = match call {
@@ -490,6 +534,15 @@ where
             }
         }
     };
+    if let Some(tunnel) = tunnel {
+        // RFC 9113 §8.5, RFC 8441 §5: a 2xx makes the stream a tunnel;
+        // any other answer is an ordinary response (and the request
+        // stream is reset by `h2` once it is sent).
+        if response.status().is_success() && response.body().is_some() && tunnel.pending.is_wanted()
+        {
+            return open_tunnel(respond, response, *tunnel, config).await;
+        }
+    }
     // The service answered without reading all of the request: read the
     // rest first (as HTTP/1.1 drains it), so that a request the client
     // resets or that turns out malformed is answered by `h2`'s reset, not
@@ -548,6 +601,42 @@ where
         None if !end => send_body(send, body, declared, write_timeout).await,
         None => {}
     }
+    Ended::Done
+}
+
+/// Answers an extended CONNECT with the service's `2xx` head (its body, if
+/// any, is not sent: the stream's DATA is the tunnel's, RFC 9113 §8.5) and
+/// hands the stream to the service; the stream counts as in flight (for
+/// the concurrent-stream limit and the drain at shutdown) until the
+/// service drops it.
+async fn open_tunnel<B>(
+    mut respond: SendResponse<Bytes>,
+    response: Response<B>,
+    tunnel: TunnelStart,
+    config: &ConnConfig,
+) -> Ended {
+    let (mut parts, body) = response.into_parts();
+    drop(body);
+    prepare_head(&mut parts.headers, config, None);
+    // RFC 9110 §8.6: no `content-length` in a 2xx to CONNECT.
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let head = Response::from_parts(parts, ());
+    let send = match respond.send_response(head, false) {
+        Ok(send) => send,
+        Err(err) => {
+            tracing::debug!(target: "celer::http2", error = %err, "tunnel head not sent");
+            return Ended::Done;
+        }
+    };
+    let TunnelStart {
+        recv,
+        pending,
+        watch,
+    } = tunnel;
+    let (stream, over) = Tunnel::new(send, recv);
+    pending.fulfill(Upgraded::new(Box::new(stream), &[], watch));
+    // Resolves (as an error) when the service drops the tunnel.
+    let _ = over.await;
     Ended::Done
 }
 

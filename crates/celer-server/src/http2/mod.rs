@@ -7,6 +7,9 @@
 //!   shutdown handling, the rapid-reset defence
 //! - `body`: a stream's request data as an [`Incoming`](crate::Incoming)
 //!   body, with the body limit and timeout
+//! - `tunnel`: a stream after the `2xx` to an extended CONNECT (RFC 8441,
+//!   WebSocket over HTTP/2) as the byte stream of an
+//!   [`Upgraded`](crate::upgrade::Upgraded), within flow control
 //!
 //! `proto` decides that a connection speaks HTTP/2: after a TLS handshake
 //! that chose ALPN `h2`, or when a plain connection opens with the preface
@@ -17,6 +20,7 @@
 
 mod body;
 mod conn;
+mod tunnel;
 
 pub(crate) use body::H2Body;
 pub(crate) use conn::serve_connection;

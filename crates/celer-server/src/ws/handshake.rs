@@ -1,5 +1,5 @@
-//! The opening handshake (RFC 6455 §4.2): checking the client's request
-//! and computing `Sec-WebSocket-Accept`.
+//! The opening handshake: checking the client's request (RFC 6455 §4.2 on
+//! HTTP/1.1, RFC 8441 §5 on HTTP/2) and computing `Sec-WebSocket-Accept`.
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
 
@@ -24,11 +24,23 @@ impl std::fmt::Display for HandshakeError {
 
 impl std::error::Error for HandshakeError {}
 
+/// The reason given when `Sec-WebSocket-Version` is not 13.
+const VERSION_REQUIRED: &str = "Sec-WebSocket-Version 13 is required";
+
+impl HandshakeError {
+    /// True when the version is what is wrong: the answer then carries
+    /// `Sec-WebSocket-Version: 13` (RFC 6455 §4.4).
+    pub fn is_version(&self) -> bool {
+        self.reason == VERSION_REQUIRED
+    }
+}
+
 /// A checked handshake request: what the 101 needs.
 #[derive(Debug, Clone)]
 pub struct Handshake {
-    /// The `Sec-WebSocket-Accept` value.
-    pub accept: HeaderValue,
+    /// The `Sec-WebSocket-Accept` value; `None` on HTTP/2, which has no
+    /// key and no accept (RFC 8441 §5).
+    pub accept: Option<HeaderValue>,
     /// The subprotocols offered, in the client's order of preference.
     pub protocols: Vec<String>,
     /// The `Sec-WebSocket-Extensions` values, for [`super::deflate::negotiate`].
@@ -96,9 +108,45 @@ pub fn check(
     {
         return Err(HandshakeError {
             status: StatusCode::UPGRADE_REQUIRED,
-            reason: "Sec-WebSocket-Version 13 is required",
+            reason: VERSION_REQUIRED,
         });
     }
+    Ok(offers(headers, Some(accept_key(key))))
+}
+
+/// Checks an HTTP/2 request against RFC 8441 §4 and §5: an extended
+/// CONNECT whose `:protocol` (`protocol`) is `websocket`, with
+/// `Sec-WebSocket-Version: 13`; no `Sec-WebSocket-Key` is needed and
+/// none is answered. A wrong version is answered 400 with
+/// `Sec-WebSocket-Version: 13` (RFC 6455 §4.4): 426 would need an
+/// `Upgrade` field (RFC 9110 §15.5.22), which HTTP/2 forbids (RFC 9113
+/// §8.2.2).
+pub fn check_extended_connect(
+    method: &Method,
+    protocol: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<Handshake, HandshakeError> {
+    if method != Method::CONNECT || protocol.is_none() {
+        return Err(bad(
+            "over HTTP/2 a WebSocket opens with an extended CONNECT (RFC 8441)",
+        ));
+    }
+    // The protocol is an upgrade token (RFC 8441 §4), compared as one.
+    if !protocol.is_some_and(|p| p.eq_ignore_ascii_case("websocket")) {
+        return Err(bad("this resource speaks the websocket protocol only"));
+    }
+    if headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .map(HeaderValue::as_bytes)
+        != Some(b"13")
+    {
+        return Err(bad(VERSION_REQUIRED));
+    }
+    Ok(offers(headers, None))
+}
+
+/// The subprotocols and extensions a handshake offers.
+fn offers(headers: &HeaderMap, accept: Option<HeaderValue>) -> Handshake {
     let list = |name| {
         headers
             .get_all(name)
@@ -109,8 +157,8 @@ pub fn check(
             .filter(|t| !t.is_empty())
             .collect::<Vec<_>>()
     };
-    Ok(Handshake {
-        accept: accept_key(key),
+    Handshake {
+        accept,
         protocols: list(header::SEC_WEBSOCKET_PROTOCOL),
         extensions: headers
             .get_all(header::SEC_WEBSOCKET_EXTENSIONS)
@@ -118,7 +166,7 @@ pub fn check(
             .filter_map(|v| v.to_str().ok())
             .map(str::to_owned)
             .collect(),
-    })
+    }
 }
 
 /// `Sec-WebSocket-Accept` for a key: base64(SHA-1(key + GUID)) (§4.2.2).
@@ -217,5 +265,36 @@ mod tests {
                 .status,
             400
         );
+        assert!(ok.accept.is_some());
+    }
+
+    #[test]
+    fn extended_connect_requests_are_checked() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+        h.insert(
+            header::SEC_WEBSOCKET_EXTENSIONS,
+            HeaderValue::from_static("permessage-deflate"),
+        );
+        let ok = check_extended_connect(&Method::CONNECT, Some("websocket"), &h).unwrap();
+        assert_eq!(ok.accept, None);
+        assert_eq!(ok.extensions, ["permessage-deflate"]);
+        let refused = |method: &Method, protocol, h: &HeaderMap| {
+            check_extended_connect(method, protocol, h).unwrap_err()
+        };
+        assert_eq!(refused(&Method::GET, None, &h).status, 400);
+        assert_eq!(refused(&Method::CONNECT, None, &h).status, 400);
+        assert_eq!(
+            refused(&Method::CONNECT, Some("webtransport"), &h).status,
+            400
+        );
+        let mut v8 = h.clone();
+        v8.insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("8"));
+        let e = refused(&Method::CONNECT, Some("websocket"), &v8);
+        assert_eq!(e.status, 400);
+        assert!(e.is_version());
     }
 }

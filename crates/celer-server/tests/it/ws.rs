@@ -75,7 +75,10 @@ async fn serve(
         .insert("upgrade", "websocket".parse().unwrap());
     res.headers_mut()
         .insert("connection", "upgrade".parse().unwrap());
-    res.headers_mut().insert("sec-websocket-accept", hs.accept);
+    res.headers_mut().insert(
+        "sec-websocket-accept",
+        hs.accept.expect("an HTTP/1.1 handshake has an accept key"),
+    );
     if let Some((_, v)) = &agreed {
         res.headers_mut()
             .insert("sec-websocket-extensions", v.parse().unwrap());

@@ -102,6 +102,9 @@ pub(crate) struct Shared {
     /// Fired by `App::run` / `App::serve` when shutdown starts; shared by
     /// every clone of the app.
     pub(crate) shutdown: ShutdownNotice,
+    /// Some route is a WebSocket route (so HTTP/2 advertises extended
+    /// CONNECT, RFC 8441 §3).
+    pub(crate) websocket: bool,
 }
 
 /// The routes of one fully static path: for each standard method but HEAD
@@ -167,6 +170,7 @@ impl App {
                 trailing_slash: TrailingSlash::Strict,
                 asterisk: None,
                 shutdown: ShutdownNotice::new(),
+                websocket: false,
             }),
             scopes: Vec::new(),
             conn: None,
@@ -272,15 +276,23 @@ impl App {
         RouteBuilder::new(self, id)
     }
 
-    /// Adds a WebSocket route (RFC 6455): GET requests to `rule` that ask
-    /// for an upgrade are validated and switched; see [`crate::ws`].
+    /// Adds a WebSocket route: GET requests to `rule` that ask for an
+    /// upgrade (RFC 6455, HTTP/1.1) and extended CONNECT requests with
+    /// `:protocol = websocket` (RFC 8441, HTTP/2) are validated and
+    /// switched; see [`crate::ws`]. An app with a WebSocket route makes
+    /// the engine advertise WebSocket over HTTP/2 when it serves it.
     ///
     /// # Panics
     ///
     /// Panics if the rule is invalid.
     #[track_caller]
     pub fn websocket(&mut self, rule: &str, route: crate::ws::WebSocketRoute) -> RouteBuilder<'_> {
-        self.route(MethodSet::GET, rule, route.into_handler())
+        self.shared_mut().websocket = true;
+        self.route(
+            MethodSet::GET | MethodSet::CONNECT,
+            rule,
+            route.into_handler(),
+        )
     }
 
     /// Opens a [`Scope`]: routes added inside `build` live under `prefix`,
@@ -393,6 +405,7 @@ impl App {
         }
         let shared = self.shared_mut();
         shared.shutdown.link(sub.shutdown);
+        shared.websocket |= sub.websocket;
         shared.state.extend(sub.state);
         let first = shared.routes.len();
         for mut route in sub.routes {

@@ -1,16 +1,17 @@
-//! The WebSocket route: the handshake, the validate step, the `101`, and
-//! the connection's task.
+//! The WebSocket route: the handshake, the validate step, the `101` (or,
+//! over HTTP/2, the `200` to an extended CONNECT, RFC 8441), and the
+//! connection's task.
 
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use celer_server::upgrade::OnUpgrade;
+use celer_server::upgrade::{ConnectProtocol, OnUpgrade};
 use celer_server::ws::{deflate, handshake};
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version, header};
 
 use super::{CloseCode, CloseFrame, Config, Message, Registry, SendError, Sender, SlowConsumer};
 use crate::response::{IntoResponse, Response};
@@ -191,15 +192,32 @@ impl WebSocketRoute {
     }
 
     async fn handshake(self: Arc<Self>, mut req: Request) -> Response {
-        let hs = match handshake::check(req.method(), req.version(), req.headers()) {
+        let version = req.version();
+        // HTTP/2 (RFC 8441): an extended CONNECT; HTTP/1.1 (RFC 6455
+        // §4.2.1): a GET asking for an upgrade.
+        let checked = if version == Version::HTTP_2 {
+            let protocol = req
+                .extensions()
+                .get::<ConnectProtocol>()
+                .map(ConnectProtocol::as_str);
+            handshake::check_extended_connect(req.method(), protocol, req.headers())
+        } else {
+            handshake::check(req.method(), version, req.headers())
+        };
+        let hs = match checked {
             Ok(hs) => hs,
             Err(e) => {
                 let mut res = plain(e.status, e.reason);
-                if e.status == StatusCode::UPGRADE_REQUIRED {
+                // RFC 6455 §4.4: the version the server speaks, with a
+                // wrong version and with a 426.
+                let upgrade = e.status == StatusCode::UPGRADE_REQUIRED;
+                if e.is_version() || upgrade {
                     res.headers_mut().insert(
                         header::SEC_WEBSOCKET_VERSION,
                         HeaderValue::from_static("13"),
                     );
+                }
+                if upgrade {
                     res.headers_mut()
                         .insert(header::UPGRADE, HeaderValue::from_static("websocket"));
                 }
@@ -242,12 +260,18 @@ impl WebSocketRoute {
             None
         };
         let mut res = http::Response::new(Body::empty());
-        *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        *res.headers_mut() = accept.headers.clone();
+        if let Some(key) = hs.accept {
+            *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            let h = res.headers_mut();
+            h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+            h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+            h.insert(header::SEC_WEBSOCKET_ACCEPT, key);
+        } else {
+            // RFC 8441 §5: a 200 opens the stream's tunnel.
+            *res.status_mut() = StatusCode::OK;
+        }
         let h = res.headers_mut();
-        *h = accept.headers.clone();
-        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        h.insert(header::SEC_WEBSOCKET_ACCEPT, hs.accept);
         if let Some(p) = &accept.protocol {
             h.insert(
                 header::SEC_WEBSOCKET_PROTOCOL,
@@ -274,14 +298,17 @@ impl WebSocketRoute {
                 Ok(io) => io,
                 Err(_) => return,
             };
-            let inner = celer_server::ws::WebSocket::new(io, deflate.map(|(d, _)| d), config);
+            let deflate = deflate.map(|(d, _)| d);
+            let inner = celer_server::ws::WebSocket::new(io, deflate, config);
             let id = accept.id.unwrap_or_else(next_id);
+            tracing::debug!(target: "celer::ws", %id, http = ?version, deflate = deflate.is_some(), "WebSocket opened");
             let serial = route.registry.insert(&id, &accept.groups, inner.sender());
             let ws = WebSocket {
                 live: Some(Live { inner, _slot: slot }),
                 id,
                 groups: accept.groups,
                 protocol: accept.protocol,
+                http_version: version,
                 registry: route.registry.clone(),
                 serial,
             };
@@ -344,6 +371,7 @@ pub struct WebSocket {
     id: String,
     groups: Vec<String>,
     protocol: Option<String>,
+    http_version: Version,
     registry: Registry,
     serial: u64,
 }
@@ -395,6 +423,13 @@ impl WebSocket {
     /// The subprotocol agreed, if any.
     pub fn protocol(&self) -> Option<&str> {
         self.protocol.as_deref()
+    }
+
+    /// The HTTP version the connection was opened on: `HTTP/1.1` (an
+    /// upgraded connection) or `HTTP/2` (a stream of a connection that
+    /// also carries other requests, RFC 8441).
+    pub fn http_version(&self) -> Version {
+        self.http_version
     }
 
     /// The registry it is in.

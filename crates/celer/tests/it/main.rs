@@ -23,3 +23,5 @@ mod support;
 mod url_for;
 mod wire;
 mod ws;
+mod ws_h2;
+mod ws_tls;

@@ -101,6 +101,13 @@ async fn a_room_gets_its_messages_and_no_other_rooms() {
         next_json(&mut eve).await,
         json!({"from": "eve", "text": "anyone?"})
     );
+    // The member list has each socket of the room, with its HTTP version.
+    let members = json_of(&served.send("GET", "/rooms/kitchen/members", "", b"").await);
+    assert_eq!(members["room"], "kitchen");
+    let sockets = members["websocket"].as_array().unwrap();
+    assert_eq!(sockets.len(), 2, "{members}");
+    assert!(sockets.iter().all(|m| m["http"] == "HTTP/1.1"), "{members}");
+    assert_eq!(members["sse"], 0);
     drop((ann, bob, eve));
     served.stop().await;
 }
