@@ -122,26 +122,41 @@ impl Future for ResponseFuture {
 
     #[inline(never)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            if *this.stage == DONE {
-                return Poll::Pending;
+        let this = self.project();
+        let mut inner = this.inner;
+        if *this.stage != HANDLER {
+            return poll_rendering(inner, this.stage, cx);
+        }
+        // A panicking handler is answered 500; the engine never sees the
+        // panic, so the connection and its worker go on.
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll_output(cx))) {
+            Ok(poll) => poll,
+            Err(payload) => {
+                *this.stage = RENDERING;
+                inner.set(panicked(&*payload));
+                poll_rendering(inner, this.stage, cx)
             }
-            let inner = this.inner.as_mut();
-            let cx = &mut *cx;
-            // A panicking handler is answered 500; the engine never sees
-            // the panic, so the connection and its worker go on.
-            match std::panic::catch_unwind(AssertUnwindSafe(move || inner.poll_output(cx))) {
-                Ok(poll) => return poll,
-                Err(payload) if *this.stage == HANDLER => {
-                    *this.stage = RENDERING;
-                    this.inner.set(panicked(&*payload));
-                }
-                Err(_) => {
-                    *this.stage = DONE;
-                    return Poll::Ready(Ok(panicked_again()));
-                }
-            }
+        }
+    }
+}
+
+/// Polls the rendering of a panic's 500; a panic there is answered with a
+/// plain 500.
+#[cold]
+#[inline(never)]
+fn poll_rendering(
+    inner: Pin<&mut Dispatched>,
+    stage: &mut u8,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Response, Infallible>> {
+    if *stage == DONE {
+        return Poll::Pending;
+    }
+    match std::panic::catch_unwind(AssertUnwindSafe(move || inner.poll_output(cx))) {
+        Ok(poll) => poll,
+        Err(_) => {
+            *stage = DONE;
+            Poll::Ready(Ok(panicked_again()))
         }
     }
 }
