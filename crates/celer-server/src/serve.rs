@@ -395,7 +395,12 @@ impl Bound {
 
     /// The first TCP address serving the service, if any (handy in tests).
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
-        self.listeners(&[Role::Plain, Role::Tls])
+        self.listeners(&[
+            Role::Plain,
+            Role::Tls,
+            Role::Gateway(Gateway::FastCgi),
+            Role::Gateway(Gateway::Scgi),
+        ])
             .find_map(Listener::tcp_addr)
     }
 

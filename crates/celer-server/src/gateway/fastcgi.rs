@@ -81,8 +81,7 @@ pub enum ProtocolError {
     Version(u8),
     /// A record's content is longer than `Limits::fastcgi_max_record_bytes`.
     RecordTooLarge(usize),
-    /// `FCGI_BEGIN_REQUEST` content is not 8 bytes, or it names request id 0
-    /// (§5.1).
+    /// `FCGI_BEGIN_REQUEST` content is not 8 bytes (§5.1).
     BadBegin,
     /// `FCGI_BEGIN_REQUEST` for an id already in flight (§3.3).
     DuplicateId(u16),
@@ -560,7 +559,7 @@ mod tests {
         for cut in 1..block.len() {
             assert_eq!(
                 decode_pairs(&Bytes::copy_from_slice(&block[..cut]), 8).err(),
-                if cut == 3 || cut == 9 + 300 { None } else { Some(PairsError::Truncated) },
+                if cut == 4 || cut == 4 + 9 + 300 { None } else { Some(PairsError::Truncated) },
                 "cut at {cut}"
             );
         }
@@ -621,9 +620,15 @@ mod tests {
         feed(&mut s, &rec(200, 0, b""), &mut out);
         let unknown = decode(&mut out, MAX_CONTENT).unwrap().unwrap();
         assert_eq!((unknown.kind, &unknown.content[..]), (kind::UNKNOWN_TYPE, &[200, 0, 0, 0, 0, 0, 0, 0][..]));
+        // Request id 0 is management's (§3.3): BEGIN_REQUEST there is an
+        // unknown management type.
         let mut s = Session::new(limits());
+        let mut out = BytesMut::new();
+        assert_eq!(s.handle(decode(&mut begin(0, 1, 0), MAX_CONTENT).unwrap().unwrap(), &mut out), Ok(Event::None));
+        assert_eq!(decode(&mut out, MAX_CONTENT).unwrap().unwrap().kind, kind::UNKNOWN_TYPE);
+        assert_eq!(s.in_flight(), 0);
         assert_eq!(
-            s.handle(decode(&mut begin(0, 1, 0), MAX_CONTENT).unwrap().unwrap(), &mut out),
+            s.handle(decode(&mut rec(kind::BEGIN_REQUEST, 5, b"short"), MAX_CONTENT).unwrap().unwrap(), &mut out),
             Err(ProtocolError::BadBegin)
         );
     }

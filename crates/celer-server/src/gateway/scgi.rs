@@ -225,7 +225,7 @@ mod tests {
         *no_comma.last_mut().unwrap() = b';';
         assert_eq!(err(&no_comma), ScgiError::MissingComma);
         assert_eq!(err(b"3:a\0b,"), ScgiError::BadLayout);
-        assert_eq!(err(b"4:a\0b\0\0,"[..].as_ref()), ScgiError::BadLayout);
+        assert_eq!(err(b"5:a\0b\0\0,"), ScgiError::BadLayout);
         assert_eq!(err(&header(&[("SCGI", "1"), ("CONTENT_LENGTH", "0")])), ScgiError::BadContentLength);
         assert_eq!(err(&header(&[("CONTENT_LENGTH", "-1"), ("SCGI", "1")])), ScgiError::BadContentLength);
         assert_eq!(err(&header(&[("CONTENT_LENGTH", "0")])), ScgiError::NotScgi);

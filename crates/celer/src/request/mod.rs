@@ -258,6 +258,10 @@ impl Request {
     /// # let _ = whoami;
     /// ```
     pub fn remote_addr(&self) -> Option<SocketAddr> {
+        // Behind a gateway front end, the client is the front end's.
+        if let Some(remote) = self.extensions().get::<celer_server::CgiEnv>().and_then(|env| env.remote) {
+            return Some(remote);
+        }
         self.inner
             .conn
             .addrs
@@ -391,8 +395,15 @@ impl Request {
     }
 
     /// Builds the URL of a named route; see [`App::url_for`](crate::App::url_for).
+    ///
+    /// Behind a FastCGI, SCGI or CGI front end that mounts the app under a
+    /// prefix (`SCRIPT_NAME`), the URL starts with that prefix.
     pub fn url_for(&self, name: &str, params: &UrlParams<'_>) -> Result<String, UrlError> {
-        self.inner.conn.shared.url_for(name, params)
+        let url = self.inner.conn.shared.url_for(name, params)?;
+        match self.extensions().get::<celer_server::CgiEnv>() {
+            Some(env) if !env.script_name.is_empty() => Ok(format!("{}{url}", env.script_name)),
+            _ => Ok(url),
+        }
     }
 
     /// The limit, in bytes, that body extractors enforce for this request.
