@@ -5,6 +5,7 @@ mod cache;
 mod compression;
 mod extract;
 mod files;
+mod gateway;
 mod middleware;
 mod negotiate;
 mod offload;
