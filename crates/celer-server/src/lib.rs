@@ -64,9 +64,9 @@ pub mod body;
 mod common;
 mod error;
 pub mod file;
-pub mod gateway;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+pub mod gateway;
 pub mod http1;
 mod http2;
 pub mod limits;

@@ -254,7 +254,9 @@ impl Builder {
         {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{listen}: a gateway listener speaks FastCGI or SCGI in the clear, not TLS or a redirect"),
+                format!(
+                    "{listen}: a gateway listener speaks FastCGI or SCGI in the clear, not TLS or a redirect"
+                ),
             ));
         }
         if self.listens.is_empty() {
@@ -401,7 +403,7 @@ impl Bound {
             Role::Gateway(Gateway::FastCgi),
             Role::Gateway(Gateway::Scgi),
         ])
-            .find_map(Listener::tcp_addr)
+        .find_map(Listener::tcp_addr)
     }
 
     /// The first TCP address of a redirect listener, if any.
@@ -520,9 +522,11 @@ impl Bound {
                 local: None,
             };
             let (service, config) = (make(&none), self.config.clone());
-            return tokio::task::spawn_blocking(move || crate::gateway::cgi::serve(service, &config))
-                .await
-                .map_err(io::Error::other)?;
+            return tokio::task::spawn_blocking(move || {
+                crate::gateway::cgi::serve(service, &config)
+            })
+            .await
+            .map_err(io::Error::other)?;
         }
         let make = Arc::new(make);
         let state = Arc::new(State::new(&self));

@@ -28,8 +28,12 @@ fn bytes(s: OsString) -> Bytes {
 
 /// Answers the one request of this CGI process with `service`.
 pub(crate) fn serve<S: HttpService>(mut service: S, config: &ConnConfig) -> io::Result<()> {
-    let vars: Vec<(Bytes, Bytes)> = std::env::vars_os().map(|(n, v)| (bytes(n), bytes(v))).collect();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let vars: Vec<(Bytes, Bytes)> = std::env::vars_os()
+        .map(|(n, v)| (bytes(n), bytes(v)))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let stdin = tokio::io::stdin();
         let stdout = tokio::io::stdout();

@@ -94,10 +94,16 @@ impl std::fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ProtocolError::Version(v) => write!(f, "record version {v}, expected 1"),
-            ProtocolError::RecordTooLarge(n) => write!(f, "record of {n} content bytes over the limit"),
+            ProtocolError::RecordTooLarge(n) => {
+                write!(f, "record of {n} content bytes over the limit")
+            }
             ProtocolError::BadBegin => f.write_str("malformed FCGI_BEGIN_REQUEST"),
-            ProtocolError::DuplicateId(id) => write!(f, "FCGI_BEGIN_REQUEST for request {id} already in flight"),
-            ProtocolError::StdinBeforeParams(id) => write!(f, "FCGI_STDIN for request {id} before its params ended"),
+            ProtocolError::DuplicateId(id) => {
+                write!(f, "FCGI_BEGIN_REQUEST for request {id} already in flight")
+            }
+            ProtocolError::StdinBeforeParams(id) => {
+                write!(f, "FCGI_STDIN for request {id} before its params ended")
+            }
         }
     }
 }
@@ -132,7 +138,8 @@ pub fn decode(buf: &mut BytesMut, max_content: usize) -> Result<Option<Record>, 
 /// True when `buf` starts with a whole record.
 pub fn has_record(buf: &[u8]) -> bool {
     buf.len() >= HEADER_LEN
-        && buf.len() >= HEADER_LEN + usize::from(u16::from_be_bytes([buf[4], buf[5]])) + usize::from(buf[6])
+        && buf.len()
+            >= HEADER_LEN + usize::from(u16::from_be_bytes([buf[4], buf[5]])) + usize::from(buf[6])
 }
 
 /// Appends one record with `content` (at most [`MAX_CONTENT`] bytes),
@@ -210,7 +217,9 @@ pub fn decode_pairs(block: &Bytes, max_pairs: usize) -> Result<Vec<(Bytes, Bytes
         let name_len = read_len(&mut at)?;
         let value_len = read_len(&mut at)?;
         let name_end = at.checked_add(name_len).ok_or(PairsError::Truncated)?;
-        let value_end = name_end.checked_add(value_len).ok_or(PairsError::Truncated)?;
+        let value_end = name_end
+            .checked_add(value_len)
+            .ok_or(PairsError::Truncated)?;
         if value_end > block.len() {
             return Err(PairsError::Truncated);
         }
@@ -329,7 +338,9 @@ impl Session {
     /// True while some request is still collecting its params (the head
     /// timeout applies).
     pub fn awaiting_params(&self) -> bool {
-        self.slots.iter().any(|s| matches!(s.stage, Stage::Params(_)))
+        self.slots
+            .iter()
+            .any(|s| matches!(s.stage, Stage::Params(_)))
     }
 
     /// True while some request's body is still arriving (the body timeout
@@ -398,7 +409,10 @@ impl Session {
             for (name, _) in asked {
                 let value = match &name[..] {
                     b"FCGI_MAX_CONNS" => self.limits.max_conns,
-                    b"FCGI_MAX_REQS" => self.limits.max_conns.saturating_mul(self.limits.max_requests),
+                    b"FCGI_MAX_REQS" => self
+                        .limits
+                        .max_conns
+                        .saturating_mul(self.limits.max_requests),
                     b"FCGI_MPXS_CONNS" => usize::from(self.limits.max_requests > 1),
                     _ => continue,
                 };
@@ -415,7 +429,12 @@ impl Session {
         Event::None
     }
 
-    fn begin(&mut self, id: u16, content: &[u8], out: &mut BytesMut) -> Result<Event, ProtocolError> {
+    fn begin(
+        &mut self,
+        id: u16,
+        content: &[u8],
+        out: &mut BytesMut,
+    ) -> Result<Event, ProtocolError> {
         if content.len() != 8 {
             return Err(ProtocolError::BadBegin);
         }
@@ -464,7 +483,10 @@ impl Session {
         if !content.is_empty() {
             if block.len() + content.len() > limits.max_params_bytes {
                 slot.stage = Stage::Stdin;
-                return Event::BadParams { id, too_large: true };
+                return Event::BadParams {
+                    id,
+                    too_large: true,
+                };
             }
             block.extend_from_slice(content);
             return Event::None;
@@ -473,8 +495,14 @@ impl Session {
         slot.stage = Stage::Stdin;
         match decode_pairs(&block, limits.max_params) {
             Ok(params) => Event::Start { id, params },
-            Err(PairsError::TooMany) => Event::BadParams { id, too_large: true },
-            Err(PairsError::Truncated) => Event::BadParams { id, too_large: false },
+            Err(PairsError::TooMany) => Event::BadParams {
+                id,
+                too_large: true,
+            },
+            Err(PairsError::Truncated) => Event::BadParams {
+                id,
+                too_large: false,
+            },
         }
     }
 
@@ -530,7 +558,10 @@ mod tests {
                     assert_eq!(got, None);
                 } else {
                     let got = got.unwrap();
-                    assert_eq!((got.kind, got.id, &got.content[..]), (kind::STDOUT, 7, &content[..]));
+                    assert_eq!(
+                        (got.kind, got.id, &got.content[..]),
+                        (kind::STDOUT, 7, &content[..])
+                    );
                 }
             }
             assert!(partial.is_empty());
@@ -543,7 +574,10 @@ mod tests {
         buf[0] = 2;
         assert_eq!(decode(&mut buf, 100), Err(ProtocolError::Version(2)));
         let mut buf = rec(kind::STDIN, 1, &[0; 101]);
-        assert_eq!(decode(&mut buf, 100), Err(ProtocolError::RecordTooLarge(101)));
+        assert_eq!(
+            decode(&mut buf, 100),
+            Err(ProtocolError::RecordTooLarge(101))
+        );
     }
 
     #[test]
@@ -559,11 +593,18 @@ mod tests {
         for cut in 1..block.len() {
             assert_eq!(
                 decode_pairs(&Bytes::copy_from_slice(&block[..cut]), 8).err(),
-                if cut == 4 || cut == 4 + 9 + 300 { None } else { Some(PairsError::Truncated) },
+                if cut == 4 || cut == 4 + 9 + 300 {
+                    None
+                } else {
+                    Some(PairsError::Truncated)
+                },
                 "cut at {cut}"
             );
         }
-        assert_eq!(decode_pairs(&Bytes::from(block), 2), Err(PairsError::TooMany));
+        assert_eq!(
+            decode_pairs(&Bytes::from(block), 2),
+            Err(PairsError::TooMany)
+        );
     }
 
     fn feed(session: &mut Session, bytes: &[u8], out: &mut BytesMut) -> Vec<Event> {
@@ -612,23 +653,55 @@ mod tests {
         let mut out = BytesMut::new();
         feed(&mut s, &begin(1, 2, KEEP_CONN), &mut out);
         let end = decode(&mut out, MAX_CONTENT).unwrap().unwrap();
-        assert_eq!((end.kind, end.id, end.content[4]), (kind::END_REQUEST, 1, ProtocolStatus::UnknownRole as u8));
-        feed(&mut s, &[begin(1, 1, KEEP_CONN), begin(2, 1, KEEP_CONN), begin(3, 1, KEEP_CONN)].concat(), &mut out);
+        assert_eq!(
+            (end.kind, end.id, end.content[4]),
+            (kind::END_REQUEST, 1, ProtocolStatus::UnknownRole as u8)
+        );
+        feed(
+            &mut s,
+            &[
+                begin(1, 1, KEEP_CONN),
+                begin(2, 1, KEEP_CONN),
+                begin(3, 1, KEEP_CONN),
+            ]
+            .concat(),
+            &mut out,
+        );
         assert_eq!(s.in_flight(), 2);
         let end = decode(&mut out, MAX_CONTENT).unwrap().unwrap();
-        assert_eq!((end.id, end.content[4]), (3, ProtocolStatus::Overloaded as u8));
+        assert_eq!(
+            (end.id, end.content[4]),
+            (3, ProtocolStatus::Overloaded as u8)
+        );
         feed(&mut s, &rec(200, 0, b""), &mut out);
         let unknown = decode(&mut out, MAX_CONTENT).unwrap().unwrap();
-        assert_eq!((unknown.kind, &unknown.content[..]), (kind::UNKNOWN_TYPE, &[200, 0, 0, 0, 0, 0, 0, 0][..]));
+        assert_eq!(
+            (unknown.kind, &unknown.content[..]),
+            (kind::UNKNOWN_TYPE, &[200, 0, 0, 0, 0, 0, 0, 0][..])
+        );
         // Request id 0 is management's (§3.3): BEGIN_REQUEST there is an
         // unknown management type.
         let mut s = Session::new(limits());
         let mut out = BytesMut::new();
-        assert_eq!(s.handle(decode(&mut begin(0, 1, 0), MAX_CONTENT).unwrap().unwrap(), &mut out), Ok(Event::None));
-        assert_eq!(decode(&mut out, MAX_CONTENT).unwrap().unwrap().kind, kind::UNKNOWN_TYPE);
+        assert_eq!(
+            s.handle(
+                decode(&mut begin(0, 1, 0), MAX_CONTENT).unwrap().unwrap(),
+                &mut out
+            ),
+            Ok(Event::None)
+        );
+        assert_eq!(
+            decode(&mut out, MAX_CONTENT).unwrap().unwrap().kind,
+            kind::UNKNOWN_TYPE
+        );
         assert_eq!(s.in_flight(), 0);
         assert_eq!(
-            s.handle(decode(&mut rec(kind::BEGIN_REQUEST, 5, b"short"), MAX_CONTENT).unwrap().unwrap(), &mut out),
+            s.handle(
+                decode(&mut rec(kind::BEGIN_REQUEST, 5, b"short"), MAX_CONTENT)
+                    .unwrap()
+                    .unwrap(),
+                &mut out
+            ),
             Err(ProtocolError::BadBegin)
         );
     }
@@ -638,7 +711,12 @@ mod tests {
         let mut s = Session::new(limits());
         let mut out = BytesMut::new();
         let mut q = Vec::new();
-        for name in ["FCGI_MAX_CONNS", "FCGI_MAX_REQS", "FCGI_MPXS_CONNS", "OTHER"] {
+        for name in [
+            "FCGI_MAX_CONNS",
+            "FCGI_MAX_REQS",
+            "FCGI_MPXS_CONNS",
+            "OTHER",
+        ] {
             encode_pair(&mut q, name.as_bytes(), b"");
         }
         feed(&mut s, &rec(kind::GET_VALUES, 0, &q), &mut out);
@@ -648,7 +726,11 @@ mod tests {
         let pairs: Vec<(&[u8], &[u8])> = pairs.iter().map(|(n, v)| (&n[..], &v[..])).collect();
         assert_eq!(
             pairs,
-            [(&b"FCGI_MAX_CONNS"[..], &b"10"[..]), (b"FCGI_MAX_REQS", b"20"), (b"FCGI_MPXS_CONNS", b"1")]
+            [
+                (&b"FCGI_MAX_CONNS"[..], &b"10"[..]),
+                (b"FCGI_MAX_REQS", b"20"),
+                (b"FCGI_MPXS_CONNS", b"1")
+            ]
         );
     }
 
@@ -669,15 +751,27 @@ mod tests {
             events,
             [
                 Event::None,
-                Event::Start { id: 1, params: vec![] },
-                Event::Stdin { id: 1, data: Bytes::from_static(b"ab") },
+                Event::Start {
+                    id: 1,
+                    params: vec![]
+                },
+                Event::Stdin {
+                    id: 1,
+                    data: Bytes::from_static(b"ab")
+                },
                 Event::StdinEnd { id: 1 },
                 Event::None,
             ]
         );
         assert!(s.closing(), "no FCGI_KEEP_CONN");
         assert!(!s.end(1));
-        assert_eq!(feed(&mut s, &rec(kind::STDIN, 1, b"after end"), &mut out), [Event::None]);
-        assert_eq!(feed(&mut s, &rec(kind::ABORT_REQUEST, 1, b""), &mut out), [Event::None]);
+        assert_eq!(
+            feed(&mut s, &rec(kind::STDIN, 1, b"after end"), &mut out),
+            [Event::None]
+        );
+        assert_eq!(
+            feed(&mut s, &rec(kind::ABORT_REQUEST, 1, b""), &mut out),
+            [Event::None]
+        );
     }
 }

@@ -135,9 +135,13 @@ pub(crate) fn map(params: &[(Bytes, Bytes)], limits: &Limits) -> Result<Mapped, 
         target.extend_from_slice(q);
     }
     if target.len() > limits.max_uri_bytes {
-        return Err(Reject::new(StatusCode::URI_TOO_LONG, "request target too long"));
+        return Err(Reject::new(
+            StatusCode::URI_TOO_LONG,
+            "request target too long",
+        ));
     }
-    let uri = Uri::from_maybe_shared(Bytes::from(target)).map_err(|_| bad("invalid request target"))?;
+    let uri =
+        Uri::from_maybe_shared(Bytes::from(target)).map_err(|_| bad("invalid request target"))?;
 
     let version = match var(params, "SERVER_PROTOCOL") {
         Some(b"HTTP/1.0") => Version::HTTP_10,
@@ -151,7 +155,12 @@ pub(crate) fn map(params: &[(Bytes, Bytes)], limits: &Limits) -> Result<Mapped, 
     *request.uri_mut() = uri;
     *request.version_mut() = version;
     let headers = request.headers_mut();
-    let too_many = || Reject::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "too many header fields");
+    let too_many = || {
+        Reject::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "too many header fields",
+        )
+    };
     let mut content_length = None;
     for (name, value) in params {
         let field = if let Some(rest) = name.strip_prefix(b"HTTP_") {
@@ -160,7 +169,13 @@ pub(crate) fn map(params: &[(Bytes, Bytes)], limits: &Limits) -> Result<Mapped, 
             }
             let lower: Vec<u8> = rest
                 .iter()
-                .map(|&b| if b == b'_' { b'-' } else { b.to_ascii_lowercase() })
+                .map(|&b| {
+                    if b == b'_' {
+                        b'-'
+                    } else {
+                        b.to_ascii_lowercase()
+                    }
+                })
                 .collect();
             HeaderName::from_bytes(&lower).map_err(|_| bad("invalid header name"))?
         } else if &name[..] == b"CONTENT_TYPE" {
@@ -177,7 +192,8 @@ pub(crate) fn map(params: &[(Bytes, Bytes)], limits: &Limits) -> Result<Mapped, 
         } else {
             continue;
         };
-        let value = HeaderValue::from_maybe_shared(value.clone()).map_err(|_| bad("invalid header value"))?;
+        let value = HeaderValue::from_maybe_shared(value.clone())
+            .map_err(|_| bad("invalid header value"))?;
         if headers.len() >= limits.max_headers {
             return Err(too_many());
         }
@@ -192,7 +208,8 @@ pub(crate) fn map(params: &[(Bytes, Bytes)], limits: &Limits) -> Result<Mapped, 
             host.push(b':');
             host.extend_from_slice(port);
         }
-        let value = HeaderValue::from_maybe_shared(Bytes::from(host)).map_err(|_| bad("invalid SERVER_NAME"))?;
+        let value = HeaderValue::from_maybe_shared(Bytes::from(host))
+            .map_err(|_| bad("invalid SERVER_NAME"))?;
         headers.insert(header::HOST, value);
     }
     request.extensions_mut().insert(CgiEnv {
@@ -221,7 +238,12 @@ pub(crate) fn bodiless(method: &Method, status: StatusCode) -> bool {
 /// added when the body's size is known and the service set none;
 /// `Transfer-Encoding` and `Connection` are the front end's to decide and
 /// are dropped.
-pub(crate) fn encode_head<B>(response: &Response<B>, hint: &SizeHint, method: &Method, out: &mut BytesMut) {
+pub(crate) fn encode_head<B>(
+    response: &Response<B>,
+    hint: &SizeHint,
+    method: &Method,
+    out: &mut BytesMut,
+) {
     let status = response.status();
     out.put_slice(b"Status: ");
     out.put_slice(status.as_str().as_bytes());
@@ -257,7 +279,12 @@ mod tests {
 
     fn params(vars: &[(&str, &str)]) -> Vec<(Bytes, Bytes)> {
         vars.iter()
-            .map(|(n, v)| (Bytes::copy_from_slice(n.as_bytes()), Bytes::copy_from_slice(v.as_bytes())))
+            .map(|(n, v)| {
+                (
+                    Bytes::copy_from_slice(n.as_bytes()),
+                    Bytes::copy_from_slice(v.as_bytes()),
+                )
+            })
             .collect()
     }
 
@@ -307,21 +334,41 @@ mod tests {
         let m = map(&p, &Limits::default()).unwrap();
         assert_eq!(m.head.uri(), "/items/%31?q");
         assert_eq!(m.head.extensions().get::<CgiEnv>().unwrap().script_name, "");
-        let p = params(&[("REQUEST_METHOD", "GET"), ("SCRIPT_NAME", "/s"), ("PATH_INFO", "/100%")]);
+        let p = params(&[
+            ("REQUEST_METHOD", "GET"),
+            ("SCRIPT_NAME", "/s"),
+            ("PATH_INFO", "/100%"),
+        ]);
         assert_eq!(map(&p, &Limits::default()).unwrap().head.uri(), "/100%25");
     }
 
     #[test]
     fn bad_variables_are_refused_with_a_status() {
-        let status = |vars: &[(&str, &str)]| map(&params(vars), &Limits::default()).unwrap_err().status;
+        let status =
+            |vars: &[(&str, &str)]| map(&params(vars), &Limits::default()).unwrap_err().status;
         assert_eq!(status(&[]), StatusCode::BAD_REQUEST);
-        assert_eq!(status(&[("REQUEST_METHOD", "G T")]), StatusCode::BAD_REQUEST);
-        assert_eq!(status(&[("REQUEST_METHOD", "GET"), ("CONTENT_LENGTH", "-1")]), StatusCode::BAD_REQUEST);
-        assert_eq!(status(&[("REQUEST_METHOD", "GET"), ("HTTP_X", "a\nb")]), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            status(&[("REQUEST_METHOD", "G T")]),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            status(&[("REQUEST_METHOD", "GET"), ("CONTENT_LENGTH", "-1")]),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            status(&[("REQUEST_METHOD", "GET"), ("HTTP_X", "a\nb")]),
+            StatusCode::BAD_REQUEST
+        );
         let long = "/a".repeat(5000);
-        assert_eq!(status(&[("REQUEST_METHOD", "GET"), ("REQUEST_URI", &long)]), StatusCode::URI_TOO_LONG);
-        let many: Vec<(String, String)> = (0..101).map(|i| (format!("HTTP_X_{i}"), "v".into())).collect();
-        let mut vars: Vec<(&str, &str)> = many.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        assert_eq!(
+            status(&[("REQUEST_METHOD", "GET"), ("REQUEST_URI", &long)]),
+            StatusCode::URI_TOO_LONG
+        );
+        let many: Vec<(String, String)> = (0..101)
+            .map(|i| (format!("HTTP_X_{i}"), "v".into()))
+            .collect();
+        let mut vars: Vec<(&str, &str)> =
+            many.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         vars.push(("REQUEST_METHOD", "GET"));
         assert_eq!(status(&vars), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
     }
@@ -330,10 +377,17 @@ mod tests {
     fn the_head_is_a_cgi_status_and_fields_with_a_known_length() {
         let mut response = Response::new(());
         *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-        response.headers_mut().insert("allow", HeaderValue::from_static("GET, HEAD"));
-        response.headers_mut().insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        response
+            .headers_mut()
+            .insert("allow", HeaderValue::from_static("GET, HEAD"));
+        response
+            .headers_mut()
+            .insert("transfer-encoding", HeaderValue::from_static("chunked"));
         let mut out = BytesMut::new();
         encode_head(&response, &SizeHint::with_exact(5), &Method::GET, &mut out);
-        assert_eq!(&out[..], b"Status: 405 Method Not Allowed\r\nallow: GET, HEAD\r\ncontent-length: 5\r\n\r\n");
+        assert_eq!(
+            &out[..],
+            b"Status: 405 Method Not Allowed\r\nallow: GET, HEAD\r\ncontent-length: 5\r\n\r\n"
+        );
     }
 }

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::future::{AbortHandle, Abortable, Aborted};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use http::{Method, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -197,7 +197,10 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
             if let Some(id) = self.blocked
                 && let Some(req) = self.reqs.iter_mut().find(|r| r.id == id)
             {
-                let demand = req.body.as_ref().map_or(Demand::Gone, |tx| tx.poll_demand(cx));
+                let demand = req
+                    .body
+                    .as_ref()
+                    .map_or(Demand::Gone, |tx| tx.poll_demand(cx));
                 match demand {
                     Demand::Want => {
                         if let (Some(tx), Some(data)) = (&req.body, req.pending.take()) {
@@ -281,7 +284,12 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
                     Err(Aborted) => {
                         // §5.4: an aborted request still ends with
                         // FCGI_END_REQUEST.
-                        fastcgi::encode_end(&mut self.outbox.lock().buf, id, 1, ProtocolStatus::RequestComplete);
+                        fastcgi::encode_end(
+                            &mut self.outbox.lock().buf,
+                            id,
+                            1,
+                            ProtocolStatus::RequestComplete,
+                        );
                     }
                 }
                 self.finish(id);
@@ -315,7 +323,10 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
     }
 
     fn session_max_record(&self) -> usize {
-        self.config.limits.fastcgi_max_record_bytes.min(fastcgi::MAX_CONTENT)
+        self.config
+            .limits
+            .fastcgi_max_record_bytes
+            .min(fastcgi::MAX_CONTENT)
     }
 
     /// The deadlines: the write timeout while output waits, the head
@@ -335,7 +346,10 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
         if let Some(begun) = self.reqs.iter().filter_map(|r| r.begun).min() {
             earliest(begun + limits.head_timeout, "head");
         }
-        let body_waits = self.reqs.iter().any(|r| r.body.is_some() && r.pending.is_none());
+        let body_waits = self
+            .reqs
+            .iter()
+            .any(|r| r.body.is_some() && r.pending.is_none());
         if body_waits && self.blocked.is_none() && !self.eof {
             earliest(self.last_read + limits.body_timeout, "body");
         }
@@ -398,7 +412,10 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
             Event::Start { id, params } => self.start(id, &params),
             Event::BadParams { id, too_large } => {
                 let reject = if too_large {
-                    Reject::new(http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "request params too large")
+                    Reject::new(
+                        http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        "request params too large",
+                    )
                 } else {
                     Reject::new(http::StatusCode::BAD_REQUEST, "malformed request params")
                 };
@@ -439,7 +456,14 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
         if let (Some(n), Some(max)) = (mapped.content_length, limits.max_body_bytes)
             && n > max
         {
-            self.reject(id, Reject::new(http::StatusCode::PAYLOAD_TOO_LARGE, "request body too large"), &method);
+            self.reject(
+                id,
+                Reject::new(
+                    http::StatusCode::PAYLOAD_TOO_LARGE,
+                    "request body too large",
+                ),
+                &method,
+            );
             return;
         }
         let body = match mapped.content_length {
@@ -478,7 +502,9 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
         if let Some(req) = self.reqs.iter_mut().find(|r| r.id == id) {
             req.abort = Some(handle);
         }
-        self.tasks.push(Box::pin(async move { (id, Abortable::new(task, registration).await) }));
+        self.tasks.push(Box::pin(async move {
+            (id, Abortable::new(task, registration).await)
+        }));
     }
 
     /// Answers request `id` with `reject` without calling the service.
@@ -486,7 +512,12 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
         let response = reject.response();
         let mut out = self.outbox.lock();
         let mut head = BytesMut::new();
-        params::encode_head(&response, &SizeHint::with_exact(response.body().len() as u64), method, &mut head);
+        params::encode_head(
+            &response,
+            &SizeHint::with_exact(response.body().len() as u64),
+            method,
+            &mut head,
+        );
         if !params::bodiless(method, response.status()) {
             head.extend_from_slice(response.body().as_bytes());
         }
@@ -537,7 +568,12 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
                 if self.starting.as_ref().is_some_and(|(s, _)| *s == id) {
                     self.starting = None;
                 }
-                fastcgi::encode_end(&mut self.outbox.lock().buf, id, 1, ProtocolStatus::RequestComplete);
+                fastcgi::encode_end(
+                    &mut self.outbox.lock().buf,
+                    id,
+                    1,
+                    ProtocolStatus::RequestComplete,
+                );
                 self.finish(id);
             }
         }
@@ -555,7 +591,11 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
     }
 }
 
-pub(crate) fn poll_read<I: AsyncRead + Unpin>(io: &mut I, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+pub(crate) fn poll_read<I: AsyncRead + Unpin>(
+    io: &mut I,
+    buf: &mut BytesMut,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
     let start = buf.len();
     buf.resize(start + 16 * 1024, 0);
     let mut rb = ReadBuf::new(&mut buf[start..]);
@@ -587,7 +627,9 @@ where
             match frame {
                 None => break,
                 Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else { continue };
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
                     if data.is_empty() {
                         continue;
                     }

@@ -56,7 +56,11 @@ impl std::fmt::Display for ScgiError {
 
 /// Parses the request header at the front of `buf`: `None` while it is
 /// incomplete, else its variables and the bytes it took (the body follows).
-pub fn parse(buf: &[u8], max_bytes: usize, max_vars: usize) -> Result<Option<(Vec<(Bytes, Bytes)>, usize)>, ScgiError> {
+pub fn parse(
+    buf: &[u8],
+    max_bytes: usize,
+    max_vars: usize,
+) -> Result<Option<(Vec<(Bytes, Bytes)>, usize)>, ScgiError> {
     // The length: digits only, no leading zero, bounded before it is read
     // whole (so a long run of digits cannot overflow or be waited for).
     let max_digits = max_bytes.max(1).ilog10() as usize + 1;
@@ -126,10 +130,17 @@ fn split(block: &Bytes, max_vars: usize) -> Result<Vec<(Bytes, Bytes)>, ScgiErro
         vars.push((name, value));
     }
     match vars.first() {
-        Some((n, v)) if &n[..] == b"CONTENT_LENGTH" && !v.is_empty() && v.len() <= 19 && v.iter().all(u8::is_ascii_digit) => {}
+        Some((n, v))
+            if &n[..] == b"CONTENT_LENGTH"
+                && !v.is_empty()
+                && v.len() <= 19
+                && v.iter().all(u8::is_ascii_digit) => {}
         _ => return Err(ScgiError::BadContentLength),
     }
-    if !vars.iter().any(|(n, v)| &n[..] == b"SCGI" && &v[..] == b"1") {
+    if !vars
+        .iter()
+        .any(|(n, v)| &n[..] == b"SCGI" && &v[..] == b"1")
+    {
         return Err(ScgiError::NotScgi);
     }
     Ok(vars)
@@ -137,7 +148,12 @@ fn split(block: &Bytes, max_vars: usize) -> Result<Vec<(Bytes, Bytes)>, ScgiErro
 
 /// Serves the one request of an SCGI connection, then closes it. A
 /// malformed header closes the connection with one log line.
-pub(crate) async fn serve<I: Transport, S: HttpService>(io: I, service: S, config: Arc<ConnConfig>, shutdown: Watch) {
+pub(crate) async fn serve<I: Transport, S: HttpService>(
+    io: I,
+    service: S,
+    config: Arc<ConnConfig>,
+    shutdown: Watch,
+) {
     let limits = &config.limits;
     let (max_bytes, max_vars) = (limits.gateway_max_params_bytes, limits.gateway_max_params);
     let mut io = io;
@@ -199,7 +215,11 @@ mod tests {
 
     #[test]
     fn a_header_parses_once_whole_and_leaves_the_body() {
-        let mut wire = header(&[("CONTENT_LENGTH", "5"), ("SCGI", "1"), ("REQUEST_METHOD", "POST")]);
+        let mut wire = header(&[
+            ("CONTENT_LENGTH", "5"),
+            ("SCGI", "1"),
+            ("REQUEST_METHOD", "POST"),
+        ]);
         let head_len = wire.len();
         wire.extend_from_slice(b"hello");
         for cut in 0..head_len {
@@ -226,13 +246,37 @@ mod tests {
         assert_eq!(err(&no_comma), ScgiError::MissingComma);
         assert_eq!(err(b"3:a\0b,"), ScgiError::BadLayout);
         assert_eq!(err(b"5:a\0b\0\0,"), ScgiError::BadLayout);
-        assert_eq!(err(&header(&[("SCGI", "1"), ("CONTENT_LENGTH", "0")])), ScgiError::BadContentLength);
-        assert_eq!(err(&header(&[("CONTENT_LENGTH", "-1"), ("SCGI", "1")])), ScgiError::BadContentLength);
+        assert_eq!(
+            err(&header(&[("SCGI", "1"), ("CONTENT_LENGTH", "0")])),
+            ScgiError::BadContentLength
+        );
+        assert_eq!(
+            err(&header(&[("CONTENT_LENGTH", "-1"), ("SCGI", "1")])),
+            ScgiError::BadContentLength
+        );
         assert_eq!(err(&header(&[("CONTENT_LENGTH", "0")])), ScgiError::NotScgi);
-        assert_eq!(err(&header(&[("CONTENT_LENGTH", "0"), ("SCGI", "2")])), ScgiError::NotScgi);
-        assert_eq!(err(&header(&[("CONTENT_LENGTH", "0"), ("SCGI", "1"), ("SCGI", "1")])), ScgiError::Duplicate);
-        assert_eq!(err(&header(&[("CONTENT_LENGTH", "0"), ("", "x"), ("SCGI", "1")])), ScgiError::BadLayout);
-        let many: Vec<(String, String)> = (0..10).map(|i| (format!("V{i}"), String::new())).collect();
+        assert_eq!(
+            err(&header(&[("CONTENT_LENGTH", "0"), ("SCGI", "2")])),
+            ScgiError::NotScgi
+        );
+        assert_eq!(
+            err(&header(&[
+                ("CONTENT_LENGTH", "0"),
+                ("SCGI", "1"),
+                ("SCGI", "1")
+            ])),
+            ScgiError::Duplicate
+        );
+        assert_eq!(
+            err(&header(&[
+                ("CONTENT_LENGTH", "0"),
+                ("", "x"),
+                ("SCGI", "1")
+            ])),
+            ScgiError::BadLayout
+        );
+        let many: Vec<(String, String)> =
+            (0..10).map(|i| (format!("V{i}"), String::new())).collect();
         let mut vars: Vec<(&str, &str)> = ok.to_vec();
         vars.extend(many.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         assert_eq!(err(&header(&vars)), ScgiError::TooMany);

@@ -20,7 +20,11 @@ fn rec(kind: u8, id: u16, content: &[u8]) -> Vec<u8> {
 
 fn begin(id: u16, role: u16, keep: bool) -> Vec<u8> {
     let r = role.to_be_bytes();
-    rec(kind::BEGIN_REQUEST, id, &[r[0], r[1], u8::from(keep), 0, 0, 0, 0, 0])
+    rec(
+        kind::BEGIN_REQUEST,
+        id,
+        &[r[0], r[1], u8::from(keep), 0, 0, 0, 0, 0],
+    )
 }
 
 fn params(vars: &[(&str, &str)]) -> Vec<u8> {
@@ -33,9 +37,18 @@ fn params(vars: &[(&str, &str)]) -> Vec<u8> {
 
 /// BEGIN_REQUEST and all params in one record, then the empty PARAMS.
 fn request(id: u16, method: &str, path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
-    let mut vars = vec![("REQUEST_METHOD", method), ("REQUEST_URI", path), ("SERVER_NAME", "test")];
+    let mut vars = vec![
+        ("REQUEST_METHOD", method),
+        ("REQUEST_URI", path),
+        ("SERVER_NAME", "test"),
+    ];
     vars.extend_from_slice(extra);
-    [begin(id, 1, true), rec(kind::PARAMS, id, &params(&vars)), rec(kind::PARAMS, id, b"")].concat()
+    [
+        begin(id, 1, true),
+        rec(kind::PARAMS, id, &params(&vars)),
+        rec(kind::PARAMS, id, b""),
+    ]
+    .concat()
 }
 
 /// What came back for one request id.
@@ -85,8 +98,14 @@ impl Client {
         let mut answers: Vec<Answer> = ids.iter().map(|_| Answer::default()).collect();
         let mut order = Vec::new();
         while order.len() < ids.len() {
-            let r = self.record().await.expect("the connection stays until all ended");
-            let i = ids.iter().position(|id| *id == r.id).unwrap_or_else(|| panic!("record for unknown id {}: {r:?}", r.id));
+            let r = self
+                .record()
+                .await
+                .expect("the connection stays until all ended");
+            let i = ids
+                .iter()
+                .position(|id| *id == r.id)
+                .unwrap_or_else(|| panic!("record for unknown id {}: {r:?}", r.id));
             let a = &mut answers[i];
             assert!(a.end.is_none(), "record after END_REQUEST for {}", r.id);
             match r.kind {
@@ -108,27 +127,38 @@ impl Client {
 }
 
 fn split_response(stdout: &[u8]) -> (String, Vec<u8>) {
-    let at = stdout.windows(4).position(|w| w == b"\r\n\r\n").expect("a head");
-    (String::from_utf8(stdout[..at].to_vec()).unwrap(), stdout[at + 4..].to_vec())
+    let at = stdout
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    (
+        String::from_utf8(stdout[..at].to_vec()).unwrap(),
+        stdout[at + 4..].to_vec(),
+    )
 }
 
 #[tokio::test]
 async fn a_request_is_answered_in_padded_records_with_the_cgi_head() {
     let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
     let mut c = Client::connect(server.addr).await;
-    c.send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat()).await;
+    c.send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
     let (answers, _) = c.answers(&[1]).await;
     let (head, body) = split_response(&answers[0].stdout);
     assert!(head.starts_with("Status: 200 OK\r\n"), "{head}");
     assert!(head.contains("content-length: 13"), "{head}");
     assert_eq!(body, b"Hello, World!");
     assert!(answers[0].stdout_ended);
-    assert_eq!(answers[0].end, Some((0, ProtocolStatus::RequestComplete as u8)));
+    assert_eq!(
+        answers[0].end,
+        Some((0, ProtocolStatus::RequestComplete as u8))
+    );
     // Every record the server wrote was padded to 8 bytes: what is left
     // in the buffer after whole records is nothing.
     assert!(c.buf.is_empty());
     // FCGI_KEEP_CONN: the same connection serves the next request.
-    c.send(&[request(2, "GET", "/hello", &[]), rec(kind::STDIN, 2, b"")].concat()).await;
+    c.send(&[request(2, "GET", "/hello", &[]), rec(kind::STDIN, 2, b"")].concat())
+        .await;
     let (answers, _) = c.answers(&[2]).await;
     assert!(split_response(&answers[0].stdout).1 == b"Hello, World!");
     server.shutdown.trigger();
@@ -138,7 +168,17 @@ async fn a_request_is_answered_in_padded_records_with_the_cgi_head() {
 async fn without_keep_conn_the_connection_closes_after_the_answer() {
     let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
     let mut c = Client::connect(server.addr).await;
-    let req = [begin(1, 1, false), rec(kind::PARAMS, 1, &params(&[("REQUEST_METHOD", "GET"), ("REQUEST_URI", "/hello")])), rec(kind::PARAMS, 1, b""), rec(kind::STDIN, 1, b"")].concat();
+    let req = [
+        begin(1, 1, false),
+        rec(
+            kind::PARAMS,
+            1,
+            &params(&[("REQUEST_METHOD", "GET"), ("REQUEST_URI", "/hello")]),
+        ),
+        rec(kind::PARAMS, 1, b""),
+        rec(kind::STDIN, 1, b""),
+    ]
+    .concat();
     c.send(&req).await;
     c.answers(&[1]).await;
     assert!(c.record().await.is_none(), "closed after END_REQUEST");
@@ -149,7 +189,12 @@ async fn without_keep_conn_the_connection_closes_after_the_answer() {
 async fn params_split_at_every_byte_and_empty_records_are_understood() {
     let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
     let mut c = Client::connect(server.addr).await;
-    let block = params(&[("REQUEST_METHOD", "POST"), ("REQUEST_URI", "/collect"), ("CONTENT_LENGTH", "6"), ("HTTP_X_LONG", &"v".repeat(300))]);
+    let block = params(&[
+        ("REQUEST_METHOD", "POST"),
+        ("REQUEST_URI", "/collect"),
+        ("CONTENT_LENGTH", "6"),
+        ("HTTP_X_LONG", &"v".repeat(300)),
+    ]);
     let mut wire = begin(1, 1, true);
     for b in &block {
         wire.extend(rec(kind::PARAMS, 1, std::slice::from_ref(b)));
@@ -217,7 +262,13 @@ async fn multiplexed_requests_interleave_and_end_independently() {
                 }
                 continue;
             }
-            assert!(tokio::time::timeout(WAIT, rd.read_buf(&mut buf)).await.unwrap().unwrap() > 0);
+            assert!(
+                tokio::time::timeout(WAIT, rd.read_buf(&mut buf))
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    > 0
+            );
         }
         assert_eq!(split_response(&answers[1]).1, body1);
         assert_eq!(split_response(&answers[2]).1, body2);
@@ -238,11 +289,23 @@ async fn an_abort_mid_body_ends_the_request_and_the_connection_goes_on() {
     c.send(&wire).await;
     let (answers, _) = c.answers(&[1]).await;
     let (status, _) = answers[0].end.unwrap();
-    assert_eq!(answers[0].end.unwrap().1, ProtocolStatus::RequestComplete as u8);
+    assert_eq!(
+        answers[0].end.unwrap().1,
+        ProtocolStatus::RequestComplete as u8
+    );
     // The handler either was dropped (app status 1) or answered the broken body.
     assert!(status == 1 || !answers[0].stdout.is_empty());
     // Records of the ended request are ignored; the next request is served.
-    c.send(&[rec(kind::STDIN, 1, b"late"), rec(kind::STDIN, 1, b""), request(2, "GET", "/hello", &[]), rec(kind::STDIN, 2, b"")].concat()).await;
+    c.send(
+        &[
+            rec(kind::STDIN, 1, b"late"),
+            rec(kind::STDIN, 1, b""),
+            request(2, "GET", "/hello", &[]),
+            rec(kind::STDIN, 2, b""),
+        ]
+        .concat(),
+    )
+    .await;
     let (answers, _) = c.answers(&[2]).await;
     assert_eq!(split_response(&answers[0].stdout).1, b"Hello, World!");
     server.shutdown.trigger();
@@ -252,12 +315,22 @@ async fn an_abort_mid_body_ends_the_request_and_the_connection_goes_on() {
 async fn a_handler_in_flight_is_dropped_by_an_abort() {
     let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
     let mut c = Client::connect(server.addr).await;
-    c.send(&[request(1, "GET", "/hold?fcgi-abort", &[]), rec(kind::STDIN, 1, b"")].concat()).await;
+    c.send(
+        &[
+            request(1, "GET", "/hold?fcgi-abort", &[]),
+            rec(kind::STDIN, 1, b""),
+        ]
+        .concat(),
+    )
+    .await;
     let gate = crate::support::gate("fcgi-abort");
     gate.started(1).await;
     c.send(&rec(kind::ABORT_REQUEST, 1, b"")).await;
     let (answers, _) = c.answers(&[1]).await;
-    assert_eq!(answers[0].end, Some((1, ProtocolStatus::RequestComplete as u8)));
+    assert_eq!(
+        answers[0].end,
+        Some((1, ProtocolStatus::RequestComplete as u8))
+    );
     assert!(answers[0].stdout.is_empty());
     // The handler's future was dropped, not left running.
     gate.ended(1).await;
@@ -274,23 +347,55 @@ async fn management_records_other_roles_and_the_in_flight_limit_are_answered() {
     };
     let server = start_on("fastcgi+tcp://127.0.0.1:0", limits).await;
     let mut c = Client::connect(server.addr).await;
-    c.send(&rec(kind::GET_VALUES, 0, &params(&[("FCGI_MAX_CONNS", ""), ("FCGI_MAX_REQS", ""), ("FCGI_MPXS_CONNS", "")]))).await;
+    c.send(&rec(
+        kind::GET_VALUES,
+        0,
+        &params(&[
+            ("FCGI_MAX_CONNS", ""),
+            ("FCGI_MAX_REQS", ""),
+            ("FCGI_MPXS_CONNS", ""),
+        ]),
+    ))
+    .await;
     let r = c.record().await.unwrap();
     assert_eq!((r.kind, r.id), (kind::GET_VALUES_RESULT, 0));
     let pairs = fastcgi::decode_pairs(&r.content, 8).unwrap();
     let got: Vec<(&[u8], &[u8])> = pairs.iter().map(|(n, v)| (&n[..], &v[..])).collect();
-    assert_eq!(got, [(&b"FCGI_MAX_CONNS"[..], &b"7"[..]), (b"FCGI_MAX_REQS", b"14"), (b"FCGI_MPXS_CONNS", b"1")]);
+    assert_eq!(
+        got,
+        [
+            (&b"FCGI_MAX_CONNS"[..], &b"7"[..]),
+            (b"FCGI_MAX_REQS", b"14"),
+            (b"FCGI_MPXS_CONNS", b"1")
+        ]
+    );
     c.send(&rec(42, 0, b"")).await;
     let r = c.record().await.unwrap();
     assert_eq!((r.kind, r.content[0]), (kind::UNKNOWN_TYPE, 42));
     // The authorizer role is not played.
     c.send(&begin(9, 2, true)).await;
     let r = c.record().await.unwrap();
-    assert_eq!((r.kind, r.id, r.content[4]), (kind::END_REQUEST, 9, ProtocolStatus::UnknownRole as u8));
+    assert_eq!(
+        (r.kind, r.id, r.content[4]),
+        (kind::END_REQUEST, 9, ProtocolStatus::UnknownRole as u8)
+    );
     // Two held requests fill the connection; a third is refused.
-    c.send(&[request(1, "GET", "/hold?fcgi-limit", &[]), rec(kind::STDIN, 1, b""), request(2, "GET", "/hold?fcgi-limit", &[]), rec(kind::STDIN, 2, b""), request(3, "GET", "/hello", &[])].concat()).await;
+    c.send(
+        &[
+            request(1, "GET", "/hold?fcgi-limit", &[]),
+            rec(kind::STDIN, 1, b""),
+            request(2, "GET", "/hold?fcgi-limit", &[]),
+            rec(kind::STDIN, 2, b""),
+            request(3, "GET", "/hello", &[]),
+        ]
+        .concat(),
+    )
+    .await;
     let r = c.record().await.unwrap();
-    assert_eq!((r.kind, r.id, r.content[4]), (kind::END_REQUEST, 3, ProtocolStatus::Overloaded as u8));
+    assert_eq!(
+        (r.kind, r.id, r.content[4]),
+        (kind::END_REQUEST, 3, ProtocolStatus::Overloaded as u8)
+    );
     crate::support::gate("fcgi-limit").open();
     let (answers, _) = c.answers(&[1, 2]).await;
     assert_eq!(split_response(&answers[0].stdout).1, b"released fcgi-limit");
@@ -306,10 +411,28 @@ async fn limits_answer_431_413_and_close_on_protocol_errors() {
     };
     let server = start_on("fastcgi+tcp://127.0.0.1:0", limits).await;
     let mut c = Client::connect(server.addr).await;
-    c.send(&[request(1, "GET", "/hello", &[("HTTP_X_BIG", &"b".repeat(600))]), rec(kind::STDIN, 1, b"")].concat()).await;
+    c.send(
+        &[
+            request(1, "GET", "/hello", &[("HTTP_X_BIG", &"b".repeat(600))]),
+            rec(kind::STDIN, 1, b""),
+        ]
+        .concat(),
+    )
+    .await;
     let (answers, _) = c.answers(&[1]).await;
-    assert!(split_response(&answers[0].stdout).0.starts_with("Status: 431 "));
-    c.send(&[request(2, "POST", "/collect", &[("CONTENT_LENGTH", "1001")]), rec(kind::STDIN, 2, b"")].concat()).await;
+    assert!(
+        split_response(&answers[0].stdout)
+            .0
+            .starts_with("Status: 431 ")
+    );
+    c.send(
+        &[
+            request(2, "POST", "/collect", &[("CONTENT_LENGTH", "1001")]),
+            rec(kind::STDIN, 2, b""),
+        ]
+        .concat(),
+    )
+    .await;
     let (answers, _) = c.answers(&[2]).await;
     let (head, body) = split_response(&answers[0].stdout);
     assert!(head.starts_with("Status: 413 "), "{head}");
@@ -326,7 +449,8 @@ async fn limits_answer_431_413_and_close_on_protocol_errors() {
 async fn shutdown_finishes_the_request_in_flight_with_its_end() {
     let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
     let mut c = Client::connect(server.addr).await;
-    c.send(&[request(1, "GET", "/slow", &[]), rec(kind::STDIN, 1, b"")].concat()).await;
+    c.send(&[request(1, "GET", "/slow", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     server.shutdown.trigger();
     let (answers, _) = c.answers(&[1]).await;
@@ -343,7 +467,12 @@ fn netstring(vars: &[(&str, &str)]) -> Vec<u8> {
         block.extend_from_slice(v.as_bytes());
         block.push(0);
     }
-    [format!("{}:", block.len()).into_bytes(), block, b",".to_vec()].concat()
+    [
+        format!("{}:", block.len()).into_bytes(),
+        block,
+        b",".to_vec(),
+    ]
+    .concat()
 }
 
 #[tokio::test]
@@ -351,11 +480,19 @@ async fn scgi_streams_the_body_and_answers_with_a_status_head() {
     let server = start_on("scgi+tcp://127.0.0.1:0", Limits::default()).await;
     let mut io = TcpStream::connect(server.addr).await.unwrap();
     let body = vec![b'q'; 300_000];
-    let mut wire = netstring(&[("CONTENT_LENGTH", "300000"), ("SCGI", "1"), ("REQUEST_METHOD", "POST"), ("REQUEST_URI", "/echo")]);
+    let mut wire = netstring(&[
+        ("CONTENT_LENGTH", "300000"),
+        ("SCGI", "1"),
+        ("REQUEST_METHOD", "POST"),
+        ("REQUEST_URI", "/echo"),
+    ]);
     wire.extend_from_slice(&body);
     let (mut rd, mut wr) = io.split();
     let mut out = Vec::new();
-    let (w, r) = tokio::join!(wr.write_all(&wire), tokio::time::timeout(WAIT, rd.read_to_end(&mut out)));
+    let (w, r) = tokio::join!(
+        wr.write_all(&wire),
+        tokio::time::timeout(WAIT, rd.read_to_end(&mut out))
+    );
     w.unwrap();
     r.unwrap().unwrap();
     let (head, got) = split_response(&out);
@@ -367,12 +504,25 @@ async fn scgi_streams_the_body_and_answers_with_a_status_head() {
 #[tokio::test]
 async fn malformed_scgi_closes_the_connection_without_an_answer() {
     let server = start_on("scgi+tcp://127.0.0.1:0", Limits::default()).await;
-    for bad in [&b"12x:"[..], b"5:abcde;", b"9999999999999:", &netstring(&[("SCGI", "1"), ("CONTENT_LENGTH", "0")])] {
+    for bad in [
+        &b"12x:"[..],
+        b"5:abcde;",
+        b"9999999999999:",
+        &netstring(&[("SCGI", "1"), ("CONTENT_LENGTH", "0")]),
+    ] {
         let mut io = TcpStream::connect(server.addr).await.unwrap();
         io.write_all(bad).await.unwrap();
         let mut out = Vec::new();
-        tokio::time::timeout(WAIT, io.read_to_end(&mut out)).await.unwrap().unwrap();
-        assert!(out.is_empty(), "{:?}: {:?}", Bytes::copy_from_slice(bad), String::from_utf8_lossy(&out));
+        tokio::time::timeout(WAIT, io.read_to_end(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            out.is_empty(),
+            "{:?}: {:?}",
+            Bytes::copy_from_slice(bad),
+            String::from_utf8_lossy(&out)
+        );
     }
     server.shutdown.trigger();
 }

@@ -259,7 +259,11 @@ impl Request {
     /// ```
     pub fn remote_addr(&self) -> Option<SocketAddr> {
         // Behind a gateway front end, the client is the front end's.
-        if let Some(remote) = self.extensions().get::<celer_server::CgiEnv>().and_then(|env| env.remote) {
+        if let Some(remote) = self
+            .extensions()
+            .get::<celer_server::CgiEnv>()
+            .and_then(|env| env.remote)
+        {
             return Some(remote);
         }
         self.inner

@@ -24,7 +24,11 @@ const DEADLINE: Duration = Duration::from_secs(10);
 fn app() -> App {
     let mut app = rest::app();
     app.post("/upload", |mut req: Request| async move {
-        let body = req.take_body().collect_bytes().await.map_err(|_| celer::Error::status(http::StatusCode::BAD_REQUEST, "body"))?;
+        let body = req
+            .take_body()
+            .collect_bytes()
+            .await
+            .map_err(|_| celer::Error::status(http::StatusCode::BAD_REQUEST, "body"))?;
         let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
         Ok::<_, celer::Error>(format!("len={} sum={sum}", body.len()))
     });
@@ -51,7 +55,11 @@ async fn serve(listen: &str) -> Served {
     let tcp = bound.tcp_addr();
     let shutdown = Shutdown::new();
     let task = tokio::spawn(app().serve(bound, shutdown.clone()));
-    Served { shutdown, task, tcp }
+    Served {
+        shutdown,
+        task,
+        tcp,
+    }
 }
 
 impl Served {
@@ -75,12 +83,20 @@ impl Drop for Front {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn binary(name: &str) -> PathBuf {
     std::env::var_os("PATH")
-        .and_then(|path| std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.exists()))
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(name))
+                .find(|p| p.exists())
+        })
         .unwrap_or_else(|| PathBuf::from("/usr/sbin").join(name))
 }
 
@@ -105,16 +121,28 @@ fn nginx(dir: &Path, protocol: &str, upstream: &str) -> Front {
     let port = free_port();
     let d = dir.display();
     let pass = match protocol {
-        "fastcgi" => "include /etc/nginx/fastcgi_params;\n fastcgi_pass app;\n fastcgi_keep_conn on;\n fastcgi_request_buffering off;\n fastcgi_buffering off;",
-        _ => "include /etc/nginx/scgi_params;\n scgi_pass app;\n scgi_request_buffering off;\n scgi_buffering off;",
+        "fastcgi" => {
+            "include /etc/nginx/fastcgi_params;\n fastcgi_pass app;\n fastcgi_keep_conn on;\n fastcgi_request_buffering off;\n fastcgi_buffering off;"
+        }
+        // Not `scgi_request_buffering off`: nginx then sends as
+        // CONTENT_LENGTH the bytes it has read so far, not the body's length.
+        _ => "include /etc/nginx/scgi_params;\n scgi_pass app;\n scgi_buffering off;",
     };
     // Under /mount/ the app is mounted at a prefix: SCRIPT_NAME is the
     // prefix, PATH_INFO what the app routes on.
     let mount = match protocol {
-        "fastcgi" => "fastcgi_split_path_info ^(/mount)(/.*)$;\n include /etc/nginx/fastcgi_params;\n fastcgi_param SCRIPT_NAME $fastcgi_script_name;\n fastcgi_param PATH_INFO $fastcgi_path_info;\n fastcgi_pass app;\n fastcgi_keep_conn on;",
-        _ => "include /etc/nginx/scgi_params;\n scgi_param SCRIPT_NAME /mount;\n scgi_param PATH_INFO $mount_path;\n scgi_pass app;",
+        "fastcgi" => {
+            "fastcgi_split_path_info ^(/mount)(/.*)$;\n include /etc/nginx/fastcgi_params;\n fastcgi_param SCRIPT_NAME $fastcgi_script_name;\n fastcgi_param PATH_INFO $fastcgi_path_info;\n fastcgi_pass app;\n fastcgi_keep_conn on;"
+        }
+        _ => {
+            "include /etc/nginx/scgi_params;\n scgi_param SCRIPT_NAME /mount;\n scgi_param PATH_INFO $mount_path;\n scgi_pass app;"
+        }
     };
-    let keepalive = if protocol == "fastcgi" { "keepalive 4;" } else { "" };
+    let keepalive = if protocol == "fastcgi" {
+        "keepalive 4;"
+    } else {
+        ""
+    };
     let conf = format!(
         "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/nginx-error.log warn;\n\
          events {{ worker_connections 64; }}\n\
@@ -129,7 +157,12 @@ fn nginx(dir: &Path, protocol: &str, upstream: &str) -> Front {
     let conf_path = dir.join(format!("nginx-{port}.conf"));
     std::fs::write(&conf_path, conf).unwrap();
     let mut cmd = Command::new(binary("nginx"));
-    cmd.arg("-e").arg(dir.join("nginx-error.log")).arg("-p").arg(dir).arg("-c").arg(&conf_path);
+    cmd.arg("-e")
+        .arg(dir.join("nginx-error.log"))
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(&conf_path);
     start(cmd, port, "nginx")
 }
 
@@ -204,7 +237,11 @@ fn rows() -> Vec<Row> {
         plain("DELETE", "/items"),
         plain("GET", "/items?done=maybe"),
         json("POST", "/items", "{not json"),
-        json("POST", "/items", &format!(r#"{{"name":"{}","done":false}}"#, "x".repeat(20_000))),
+        json(
+            "POST",
+            "/items",
+            &format!(r#"{{"name":"{}","done":false}}"#, "x".repeat(20_000)),
+        ),
         Row {
             method: "POST",
             path: "/upload",
@@ -223,7 +260,10 @@ fn rows() -> Vec<Row> {
 }
 
 async fn ask(addr: SocketAddr, row: &Row, prefix: &str) -> Resp {
-    let mut head = format!("{} {prefix}{} HTTP/1.1\r\nhost: example.test\r\nconnection: close\r\n", row.method, row.path);
+    let mut head = format!(
+        "{} {prefix}{} HTTP/1.1\r\nhost: example.test\r\nconnection: close\r\n",
+        row.method, row.path
+    );
     head.push_str(&row.headers.replace('\n', "\r\n"));
     if !row.body.is_empty() || row.method == "POST" {
         head.push_str(&format!("content-length: {}\r\n", row.body.len()));
@@ -263,11 +303,24 @@ fn check_direct(direct: &[Resp]) {
     assert_eq!(direct[1].header("location"), Some("/items/1"));
     assert_eq!(direct[5].status, 200);
     assert!(direct[5].body.is_empty());
-    assert_eq!(direct[5].header("content-length"), direct[3].header("content-length"));
+    assert_eq!(
+        direct[5].header("content-length"),
+        direct[3].header("content-length")
+    );
     assert_eq!(direct[10].status, 405);
-    assert!(direct[10].header("allow").is_some_and(|a| a.contains("GET")));
+    assert!(
+        direct[10]
+            .header("allow")
+            .is_some_and(|a| a.contains("GET"))
+    );
     assert_eq!(direct[13].status, 413);
-    assert_eq!(direct[14].text(), format!("len=2000000 sum={}", (0..2_000_000u64).map(|i| i % 251).sum::<u64>()));
+    assert_eq!(
+        direct[14].text(),
+        format!(
+            "len=2000000 sum={}",
+            (0..2_000_000u64).map(|i| i % 251).sum::<u64>()
+        )
+    );
     assert_eq!(direct[15].body.len(), 1 << 20);
 }
 
@@ -285,7 +338,10 @@ async fn example_rest_answers_alike_behind_nginx_and_lighttpd() {
                 let (listen, upstream) = match transport {
                     "unix" => {
                         let path = dir.path().join(format!("{front}-{protocol}.sock"));
-                        (format!("{protocol}+unix:{}", path.display()), format!("unix:{}", path.display()))
+                        (
+                            format!("{protocol}+unix:{}", path.display()),
+                            format!("unix:{}", path.display()),
+                        )
                     }
                     _ => (format!("{protocol}+tcp://127.0.0.1:0"), String::new()),
                 };
