@@ -15,6 +15,8 @@
 
 pub(crate) mod cgi;
 pub mod fastcgi;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod fuzz;
 mod params;
 pub(crate) mod responder;
 pub mod scgi;

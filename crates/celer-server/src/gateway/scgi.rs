@@ -16,6 +16,9 @@ use crate::serve::HttpService;
 use crate::shutdown::Watch;
 use crate::transport::Transport;
 
+/// A request's variables, names and values, in the order received.
+pub type Vars = Vec<(Bytes, Bytes)>;
+
 /// Why a request header is not SCGI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScgiError {
@@ -60,7 +63,7 @@ pub fn parse(
     buf: &[u8],
     max_bytes: usize,
     max_vars: usize,
-) -> Result<Option<(Vec<(Bytes, Bytes)>, usize)>, ScgiError> {
+) -> Result<Option<(Vars, usize)>, ScgiError> {
     // The length: digits only, no leading zero, bounded before it is read
     // whole (so a long run of digits cannot overflow or be waited for).
     let max_digits = max_bytes.max(1).ilog10() as usize + 1;
@@ -100,7 +103,7 @@ pub fn parse(
 }
 
 /// Splits the header block into its variables, checking the layout.
-fn split(block: &Bytes, max_vars: usize) -> Result<Vec<(Bytes, Bytes)>, ScgiError> {
+fn split(block: &Bytes, max_vars: usize) -> Result<Vars, ScgiError> {
     if block.last() != Some(&0) {
         return Err(ScgiError::BadLayout);
     }

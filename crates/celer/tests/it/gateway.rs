@@ -14,7 +14,7 @@ use celer_test_support::{Raw, Resp, bounded};
 use tokio::task::JoinHandle;
 
 #[path = "../../../../examples/rest/src/lib.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unreachable_pub)]
 mod rest;
 
 const DEADLINE: Duration = Duration::from_secs(10);
