@@ -70,6 +70,17 @@ struct PathParams {
     raw: RawParams,
 }
 
+/// What a FastCGI, SCGI or CGI front end reported of a request (set by
+/// `serve` from the engine's meta-variables): the app's mount point
+/// (`SCRIPT_NAME`, which `url_for` prefixes) and the client's and server's
+/// addresses, which take the place of the front end's connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct FrontEnd {
+    pub(crate) script_name: String,
+    pub(crate) remote: Option<SocketAddr>,
+    pub(crate) local: Option<SocketAddr>,
+}
+
 /// The client's address, when the transport knows it.
 ///
 /// Celer's own server ([`serve`](crate::serve)) hands addresses to
@@ -258,12 +269,8 @@ impl Request {
     /// # let _ = whoami;
     /// ```
     pub fn remote_addr(&self) -> Option<SocketAddr> {
-        // Behind a gateway front end, the client is the front end's.
-        if let Some(remote) = self
-            .extensions()
-            .get::<celer_server::CgiEnv>()
-            .and_then(|env| env.remote)
-        {
+        // Behind a gateway front end, the client is the one it reports.
+        if let Some(remote) = self.extensions().get::<FrontEnd>().and_then(|f| f.remote) {
             return Some(remote);
         }
         self.inner
@@ -281,6 +288,9 @@ impl Request {
     /// assert_eq!(req.local_addr(), None);
     /// ```
     pub fn local_addr(&self) -> Option<SocketAddr> {
+        if let Some(local) = self.extensions().get::<FrontEnd>().and_then(|f| f.local) {
+            return Some(local);
+        }
         self.inner
             .conn
             .addrs
@@ -404,8 +414,10 @@ impl Request {
     /// prefix (`SCRIPT_NAME`), the URL starts with that prefix.
     pub fn url_for(&self, name: &str, params: &UrlParams<'_>) -> Result<String, UrlError> {
         let url = self.inner.conn.shared.url_for(name, params)?;
-        match self.extensions().get::<celer_server::CgiEnv>() {
-            Some(env) if !env.script_name.is_empty() => Ok(format!("{}{url}", env.script_name)),
+        match self.extensions().get::<FrontEnd>() {
+            Some(front) if !front.script_name.is_empty() => {
+                Ok(format!("{}{url}", front.script_name))
+            }
             _ => Ok(url),
         }
     }
