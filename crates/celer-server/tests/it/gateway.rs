@@ -526,3 +526,114 @@ async fn malformed_scgi_closes_the_connection_without_an_answer() {
     }
     server.shutdown.trigger();
 }
+
+#[tokio::test]
+async fn params_count_and_record_size_limits_hold_at_the_edge() {
+    let limits = Limits {
+        gateway_max_params: 4,
+        fastcgi_max_record_bytes: 256,
+        ..Limits::default()
+    };
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", limits).await;
+    let mut c = Client::connect(server.addr).await;
+    // Four variables: at the limit, served.
+    let four = [
+        ("REQUEST_METHOD", "GET"),
+        ("REQUEST_URI", "/hello"),
+        ("A", "1"),
+        ("B", "2"),
+    ];
+    c.send(
+        &[
+            begin(1, 1, true),
+            rec(kind::PARAMS, 1, &params(&four)),
+            rec(kind::PARAMS, 1, b""),
+            rec(kind::STDIN, 1, b""),
+        ]
+        .concat(),
+    )
+    .await;
+    let (answers, _) = c.answers(&[1]).await;
+    assert_eq!(split_response(&answers[0].stdout).1, b"Hello, World!");
+    // Five: 431.
+    let five = [
+        ("REQUEST_METHOD", "GET"),
+        ("REQUEST_URI", "/hello"),
+        ("A", "1"),
+        ("B", "2"),
+        ("C", "3"),
+    ];
+    c.send(
+        &[
+            begin(2, 1, true),
+            rec(kind::PARAMS, 2, &params(&five)),
+            rec(kind::PARAMS, 2, b""),
+            rec(kind::STDIN, 2, b""),
+        ]
+        .concat(),
+    )
+    .await;
+    let (answers, _) = c.answers(&[2]).await;
+    assert!(
+        split_response(&answers[0].stdout)
+            .0
+            .starts_with("Status: 431 ")
+    );
+    // A record of 256 content bytes is taken; 257 closes the connection.
+    c.send(&rec(kind::STDIN, 9, &[0; 256])).await;
+    c.send(&rec(kind::STDIN, 9, &[0; 257])).await;
+    assert!(c.record().await.is_none());
+    server.shutdown.trigger();
+}
+
+#[tokio::test]
+async fn head_and_idle_timeouts_close_the_connection() {
+    let limits = Limits {
+        head_timeout: Duration::from_millis(200),
+        keep_alive_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", limits).await;
+    // Params that never end.
+    let mut c = Client::connect(server.addr).await;
+    c.send(
+        &[
+            begin(1, 1, true),
+            rec(kind::PARAMS, 1, &params(&[("REQUEST_METHOD", "GET")])),
+        ]
+        .concat(),
+    )
+    .await;
+    assert!(c.record().await.is_none(), "closed at the head timeout");
+    // A connection that never sends a request.
+    let mut idle = Client::connect(server.addr).await;
+    assert!(idle.record().await.is_none(), "closed at the idle timeout");
+    server.shutdown.trigger();
+}
+
+#[tokio::test]
+async fn a_stalled_body_fails_with_a_timeout_the_handler_answers() {
+    let limits = Limits {
+        body_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", limits).await;
+    let mut c = Client::connect(server.addr).await;
+    c.send(
+        &[
+            request(1, "POST", "/collect", &[("CONTENT_LENGTH", "10")]),
+            rec(kind::STDIN, 1, b"abc"),
+        ]
+        .concat(),
+    )
+    .await;
+    let (answers, _) = c.answers(&[1]).await;
+    let (head, _) = split_response(&answers[0].stdout);
+    assert!(head.starts_with("Status: 400 "), "{head}");
+    // The connection goes on.
+    c.send(&[request(2, "GET", "/hello", &[]), rec(kind::STDIN, 2, b"")].concat())
+        .await;
+    let (answers, _) = c.answers(&[2]).await;
+    assert_eq!(split_response(&answers[0].stdout).1, b"Hello, World!");
+    server.shutdown.trigger();
+}
