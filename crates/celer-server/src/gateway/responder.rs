@@ -242,7 +242,8 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
             }
 
             // Read and handle records.
-            if self.blocked.is_none() && self.starting.is_none() && !self.eof {
+            // Records that came before the end of the stream are handled too.
+            if self.blocked.is_none() && self.starting.is_none() {
                 let max = self.session_max_record();
                 match fastcgi::decode(&mut self.rbuf, max) {
                     Err(err) => {
@@ -253,6 +254,7 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
                         self.record(record)?;
                         progress = true;
                     }
+                    Ok(None) if self.eof => {}
                     Ok(None) => {
                         if self.rbuf.capacity() - self.rbuf.len() < 4096 {
                             self.rbuf.reserve(8 * 1024);

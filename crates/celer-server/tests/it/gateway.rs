@@ -637,3 +637,16 @@ async fn a_stalled_body_fails_with_a_timeout_the_handler_answers() {
     assert_eq!(split_response(&answers[0].stdout).1, b"Hello, World!");
     server.shutdown.trigger();
 }
+
+#[tokio::test]
+async fn records_sent_before_the_front_end_half_closes_are_answered() {
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
+    let mut c = Client::connect(server.addr).await;
+    c.send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    c.io.shutdown().await.unwrap();
+    let (answers, _) = c.answers(&[1]).await;
+    assert_eq!(split_response(&answers[0].stdout).1, b"Hello, World!");
+    assert!(c.record().await.is_none());
+    server.shutdown.trigger();
+}
