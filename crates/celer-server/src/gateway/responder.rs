@@ -24,7 +24,7 @@ use futures_util::future::{AbortHandle, Abortable, Aborted};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use http::{Method, Request, Response};
 use http_body::{Body, Frame, SizeHint};
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use tokio::time::{Instant, Sleep};
 
@@ -593,21 +593,14 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
     }
 }
 
-pub(crate) fn poll_read<I: AsyncRead + Unpin>(
+/// Reads once into the spare room of `buf` (`read_buf` marks what the
+/// socket wrote as filled, without zeroing the room first).
+fn poll_read<I: AsyncRead + Unpin>(
     io: &mut I,
     buf: &mut BytesMut,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<usize>> {
-    let start = buf.len();
-    buf.resize(start + 16 * 1024, 0);
-    let mut rb = ReadBuf::new(&mut buf[start..]);
-    let polled = Pin::new(io).poll_read(cx, &mut rb);
-    let n = match polled {
-        Poll::Ready(Ok(())) => rb.filled().len(),
-        _ => 0,
-    };
-    buf.truncate(start + n);
-    polled.map_ok(|()| n)
+    std::pin::pin!(io.read_buf(buf)).poll(cx)
 }
 
 /// Writes `response` as `FCGI_STDOUT` records (the CGI response format),
