@@ -650,3 +650,56 @@ async fn records_sent_before_the_front_end_half_closes_are_answered() {
     assert!(c.record().await.is_none());
     server.shutdown.trigger();
 }
+
+#[tokio::test]
+async fn one_server_serves_http_fastcgi_and_scgi_at_once() {
+    use celer_server::{Listen, Server, Shutdown};
+    let bound = Server::builder()
+        .workers(1)
+        .listen(Listen::parse("tcp://127.0.0.1:0").unwrap())
+        .listen(Listen::parse("fastcgi+tcp://127.0.0.1:0").unwrap())
+        .listen(Listen::parse("scgi+tcp://127.0.0.1:0").unwrap())
+        .bind()
+        .unwrap();
+    let specs = bound.local_specs();
+    assert_eq!(specs.len(), 3, "{specs:?}");
+    let addr = |prefix: &str| -> std::net::SocketAddr {
+        let spec = specs.iter().find(|s| s.starts_with(prefix)).unwrap();
+        spec[prefix.len()..].parse().unwrap()
+    };
+    let (http, fcgi, scgi) = (addr("tcp://"), addr("fastcgi+tcp://"), addr("scgi+tcp://"));
+    let shutdown = Shutdown::new();
+    let task =
+        tokio::spawn(bound.serve(tower::service_fn(crate::support::route), shutdown.clone()));
+
+    let mut raw = celer_test_support::Raw::connect(http).await;
+    raw.send(b"GET /hello HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert_eq!(raw.response().await.body, b"Hello, World!");
+
+    let mut c = Client::connect(fcgi).await;
+    c.send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    assert_eq!(
+        split_response(&c.answers(&[1]).await.0[0].stdout).1,
+        b"Hello, World!"
+    );
+
+    let mut io = TcpStream::connect(scgi).await.unwrap();
+    io.write_all(&netstring(&[
+        ("CONTENT_LENGTH", "0"),
+        ("SCGI", "1"),
+        ("REQUEST_METHOD", "GET"),
+        ("REQUEST_URI", "/hello"),
+    ]))
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, io.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(split_response(&out).1, b"Hello, World!");
+
+    shutdown.trigger();
+    task.await.unwrap().unwrap();
+}
