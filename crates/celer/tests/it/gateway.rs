@@ -33,6 +33,15 @@ fn app() -> App {
         let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
         Ok::<_, celer::Error>(format!("len={} sum={sum}", body.len()))
     });
+    // Hands the answer to the front end (nginx's X-Accel-Redirect).
+    app.get("/offload", |_req: Request| async {
+        let mut res = celer::Response::new(Body::empty());
+        res.headers_mut().insert(
+            "x-accel-redirect",
+            http::HeaderValue::from_static("/protected/note.txt"),
+        );
+        res
+    });
     app.get("/download", |_req: Request| async {
         let chunks = (0..64u8).map(|i| Ok::<_, std::io::Error>(vec![b'a' + i % 26; 16 * 1024]));
         Body::from_stream(futures_util::stream::iter(chunks))
@@ -153,6 +162,7 @@ fn nginx(dir: &Path, protocol: &str, upstream: &str) -> Front {
          server {{\n  listen 127.0.0.1:{port};\n\
            location / {{ {pass} }}\n\
            location ~ ^/mount(?<mount_path>/.*)$ {{ {mount} }}\n\
+           location /protected/ {{ internal; alias {d}/protected/; }}\n\
          }}\n}}\n"
     );
     let conf_path = dir.join(format!("nginx-{port}.conf"));
@@ -377,6 +387,12 @@ fn check_direct(direct: &[Resp]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("protected")).unwrap();
+    std::fs::write(
+        dir.path().join("protected/note.txt"),
+        "offloaded by nginx\n",
+    )
+    .unwrap();
     let direct_server = serve("tcp://127.0.0.1:0").await;
     let direct = answers(direct_server.tcp.unwrap(), "").await;
     direct_server.stop().await;
@@ -423,6 +439,12 @@ async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
                     assert!(location.starts_with("/mount/items/"), "{location}");
                     let got = ask(addr, &plain("GET", "/items"), "/mount").await;
                     assert!(got.text().contains("tea"));
+                    // X-Accel-Redirect passes through: nginx serves the file.
+                    let offloaded = ask(addr, &plain("GET", "/offload"), "").await;
+                    assert_eq!(
+                        (offloaded.status, offloaded.text().as_str()),
+                        (200, "offloaded by nginx\n")
+                    );
                 }
                 drop(process);
                 served.stop().await;
