@@ -114,8 +114,10 @@ pub(crate) struct ServeArgs {
     open_file_cache: Secs,
 
     /// Where to listen: tcp://HOST:PORT (IPv6 in brackets), unix:PATH, fd:N,
-    /// systemd or systemd:NAME. Repeat to listen on several [default:
-    /// tcp://127.0.0.1:8080, or tcp://127.0.0.1:8443 with TLS].
+    /// systemd or systemd:NAME; after fastcgi+ or scgi+ (fastcgi+unix:PATH,
+    /// scgi+tcp://HOST:PORT) to serve a front-end web server. Repeat to
+    /// listen on several [default: tcp://127.0.0.1:8080, or
+    /// tcp://127.0.0.1:8443 with TLS].
     #[arg(long = "listen", value_name = "URL")]
     listen: Vec<Listen>,
 

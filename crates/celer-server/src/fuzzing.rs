@@ -23,6 +23,8 @@
 //!   outcome is the same whole, byte by byte and at every split; text is
 //!   UTF-8, messages respect the limit, control payloads are at most 125
 //!   bytes, and a decoded message framed again decodes to itself.
+//! - [`fastcgi_session`], [`scgi_header`]: the gateway parsers (their
+//!   properties are documented in `gateway::fuzz`).
 
 use std::convert::Infallible;
 use std::future::{Future, poll_fn};
@@ -39,6 +41,7 @@ use tower_service::Service;
 
 use crate::Incoming;
 use crate::common::ConnConfig;
+pub use crate::gateway::fuzz::{fastcgi_session, scgi_header};
 use crate::http1::decode::{Decoded, Decoder};
 use crate::http1::parse::{self, Parsed};
 use crate::http1::serve_connection;
@@ -630,5 +633,15 @@ mod tests {
     #[test]
     fn ws_frame_corpus_replays() {
         replay("ws_frame", super::ws_frame);
+    }
+
+    #[test]
+    fn fastcgi_session_corpus_replays() {
+        replay("fastcgi_session", super::fastcgi_session);
+    }
+
+    #[test]
+    fn scgi_header_corpus_replays() {
+        replay("scgi_header", super::scgi_header);
     }
 }

@@ -19,8 +19,9 @@
 //! - `serve`: the [`Server`] builder, runtimes, accept loops, connection limit
 //! - `shutdown`: the graceful-shutdown signal
 //! - `proto`: what a connection speaks: the HTTP/2 preface on plain
-//!   connections, the ALPN outcome after TLS, and (later) the gateway
-//!   protocols chosen by listener
+//!   connections, the ALPN outcome after TLS, and the gateway protocols
+//!   chosen by listener
+//! - `gateway`: FastCGI, SCGI and CGI behind a web server
 //! - `common`: what the engines share: [`ConnConfig`], the cached `Date`,
 //!   deadlines, the plain-text refusal
 //! - `http1`: the HTTP/1.1 engine (httparse in its `parse` and `decode` only)
@@ -65,6 +66,7 @@ mod error;
 pub mod file;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+pub mod gateway;
 pub mod http1;
 mod http2;
 pub mod limits;
@@ -87,6 +89,7 @@ pub use body::Incoming;
 pub use common::ConnConfig;
 pub use error::{BoxError, Error};
 pub use file::{FileBody, SendFile};
+pub use gateway::{CgiEnv, Gateway};
 pub use limits::Limits;
 pub use listen::{Listen, Listener};
 pub use serve::{Bound, Builder, ConnInfo, HttpService, Server, Threading};

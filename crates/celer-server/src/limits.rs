@@ -160,6 +160,30 @@ pub const WS_PING_TIMEOUT: Duration = Duration::from_secs(30);
 /// dropped then.
 pub const WS_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Default for [`Limits::gateway_max_params_bytes`]: 32 KiB of CGI
+/// meta-variables (names and values) in one FastCGI or SCGI request: the
+/// HTTP head limit ([`MAX_HEAD_BYTES`]) and room for the variables the
+/// front end adds (nginx's `fastcgi_params` send about 1 KiB).
+pub const GATEWAY_MAX_PARAMS_BYTES: usize = 32 * 1024;
+
+/// Default for [`Limits::gateway_max_params`]: 200 variables in one
+/// FastCGI or SCGI request: the header-field limit ([`MAX_HEADERS`]) and
+/// the hundred the front end may add.
+pub const GATEWAY_MAX_PARAMS: usize = 200;
+
+/// Default for [`Limits::fastcgi_max_requests`]: 32 requests in flight on
+/// one FastCGI connection (answered as `FCGI_MPXS_CONNS` = 1 and
+/// `FCGI_MAX_REQS` to `FCGI_GET_VALUES`). A request begun past it is
+/// answered `FCGI_END_REQUEST` with `FCGI_OVERLOADED` (`FCGI_CANT_MPX_CONN`
+/// when the limit is 1).
+pub const FASTCGI_MAX_REQUESTS: usize = 32;
+
+/// Default for [`Limits::fastcgi_max_record_bytes`]: 65,535, the most a
+/// FastCGI record's 16-bit length can say; a connection buffers at most
+/// one record beyond it. A lower limit closes the connection on a record
+/// with more content.
+pub const FASTCGI_MAX_RECORD_BYTES: usize = 0xffff;
+
 /// The limits the engine enforces on every connection.
 ///
 /// Build one with [`Limits::default`] and change the fields you need; every
@@ -257,6 +281,22 @@ pub struct Limits {
     /// same read, before any handler runs; this limit covers resets that
     /// arrive once handlers have started, i.e. the work actually wasted.
     pub h2_max_cancelled_streams: u64,
+    /// Most bytes of CGI meta-variables in one FastCGI or SCGI request;
+    /// past it a FastCGI request is answered 431 and an SCGI connection
+    /// closed. The request limits above apply to what they map to
+    /// (`max_headers`, `max_uri_bytes`, `max_body_bytes`), and the
+    /// head, body, idle and write timeouts to the gateway connections.
+    /// Default is [`GATEWAY_MAX_PARAMS_BYTES`].
+    pub gateway_max_params_bytes: usize,
+    /// Most CGI meta-variables in one FastCGI or SCGI request, treated as
+    /// `gateway_max_params_bytes`. Default is [`GATEWAY_MAX_PARAMS`].
+    pub gateway_max_params: usize,
+    /// Most requests in flight on one FastCGI connection. Default is
+    /// [`FASTCGI_MAX_REQUESTS`].
+    pub fastcgi_max_requests: usize,
+    /// Largest FastCGI record content accepted, in bytes. Default is
+    /// [`FASTCGI_MAX_RECORD_BYTES`].
+    pub fastcgi_max_record_bytes: usize,
 }
 
 impl Default for Limits {
@@ -282,6 +322,10 @@ impl Default for Limits {
             h2_connection_window: H2_CONNECTION_WINDOW,
             h2_max_frame_size: H2_MAX_FRAME_SIZE,
             h2_max_cancelled_streams: H2_MAX_CANCELLED_STREAMS,
+            gateway_max_params_bytes: GATEWAY_MAX_PARAMS_BYTES,
+            gateway_max_params: GATEWAY_MAX_PARAMS,
+            fastcgi_max_requests: FASTCGI_MAX_REQUESTS,
+            fastcgi_max_record_bytes: FASTCGI_MAX_RECORD_BYTES,
         }
     }
 }

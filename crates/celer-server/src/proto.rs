@@ -10,9 +10,9 @@
 //!   HTTP/2 is chosen only through ALPN (RFC 9113 §3.2, §3.3).
 //!
 //! Protocols chosen by the listener rather than by the connection's bytes
-//! (the FastCGI and SCGI gateways) are selected here too: each is a
-//! listener role in `serve` and an entry point beside [`plain`] and
-//! [`tls`] here.
+//! (the FastCGI and SCGI gateways, `fastcgi+…` and `scgi+…` listen specs)
+//! are selected here too, by [`gateway`]: a listener role in `serve` and
+//! an entry point beside [`plain`] and [`tls`].
 //!
 //! The preface is looked for inside the HTTP/1.1 engine's first read
 //! (through [`Sniff`]), so a plain connection's first bytes land in the
@@ -23,6 +23,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::common::ConnConfig;
+use crate::gateway::{self, Gateway};
 use crate::http1::{self, Http1Only, Sniff, Sniffed, Switch};
 use crate::http2;
 use crate::prefixed::Prefixed;
@@ -80,6 +81,24 @@ pub(crate) async fn tls<I, S>(
             // cannot agree on another; close rather than guess.
             tracing::warn!(target: "celer::proto", protocol = ?String::from_utf8_lossy(other), "no engine for the negotiated protocol");
         }
+    }
+}
+
+/// Serves a connection of a gateway listener: FastCGI or SCGI from a
+/// front-end web server, never HTTP.
+pub(crate) async fn gateway<I, S>(
+    kind: Gateway,
+    io: I,
+    service: S,
+    config: Arc<ConnConfig>,
+    watch: Watch,
+) where
+    I: Transport,
+    S: HttpService,
+{
+    match kind {
+        Gateway::FastCgi => gateway::responder::serve(io, service, config, watch).await,
+        Gateway::Scgi => gateway::scgi::serve(io, service, config, watch).await,
     }
 }
 

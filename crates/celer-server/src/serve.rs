@@ -32,6 +32,7 @@ use tower_service::Service;
 use crate::body::Incoming;
 use crate::common::ConnConfig;
 use crate::error::BoxError;
+use crate::gateway::Gateway;
 use crate::limits::Limits;
 use crate::listen::{BindOptions, Listen, Listener, options_paths};
 use crate::proto;
@@ -108,6 +109,9 @@ enum Role {
     Tls,
     /// A 308 redirect to the first TLS listener, in the clear.
     Redirect,
+    /// A gateway protocol from a front-end web server (`fastcgi+…`,
+    /// `scgi+…` specs).
+    Gateway(Gateway),
 }
 
 /// Configures and binds a server.
@@ -143,10 +147,14 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Adds a plain-HTTP listener. Default is none; binding with no
-    /// listener is an error.
+    /// Adds a plain-HTTP listener, or a gateway listener for a
+    /// `fastcgi+…` or `scgi+…` spec ([`Listen::Gateway`]). Default is none;
+    /// binding with no listener is an error.
     pub fn listen(mut self, listen: Listen) -> Self {
-        self.listens.push((Role::Plain, listen));
+        match listen {
+            Listen::Gateway(gateway, inner) => self.listens.push((Role::Gateway(gateway), *inner)),
+            listen => self.listens.push((Role::Plain, listen)),
+        }
         self
     }
 
@@ -235,7 +243,35 @@ impl Builder {
     }
 
     /// Binds every listener now, so address errors surface before serving.
+    ///
+    /// In a process started as a CGI script (`GATEWAY_INTERFACE` set to
+    /// `CGI/1.1`, RFC 3875), nothing is bound: the server answers the one
+    /// request of its environment and standard input instead.
     pub fn bind(self) -> io::Result<Bound> {
+        if crate::gateway::is_cgi() {
+            return Ok(Bound {
+                config: Arc::new(self.conn_config(None)),
+                tls_config: Arc::new(self.conn_config(None)),
+                tls: None,
+                https_port: 443,
+                per_worker: Vec::new(),
+                workers: 1,
+                threading: Threading::WorkStealing,
+                cgi: true,
+            });
+        }
+        if let Some((_, listen)) = self
+            .listens
+            .iter()
+            .find(|(role, l)| *role != Role::Plain && matches!(l, Listen::Gateway(..)))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{listen}: a gateway listener speaks FastCGI or SCGI in the clear, not TLS or a redirect"
+                ),
+            ));
+        }
         if self.listens.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -283,17 +319,8 @@ impl Builder {
             HeaderValue::from_str(&format!("max-age={}", age.as_secs()))
                 .expect("digits are a valid header value")
         });
-        let config = ConnConfig {
-            limits: self.limits,
-            server_header: self.server_header,
-            hsts: None,
-            http2: self.http2,
-            extended_connect: self.extended_connect,
-        };
-        let tls_config = ConnConfig {
-            hsts,
-            ..config.clone()
-        };
+        let config = self.conn_config(None);
+        let tls_config = self.conn_config(hsts);
         Ok(Bound {
             config: Arc::new(config),
             tls_config: Arc::new(tls_config),
@@ -302,7 +329,18 @@ impl Builder {
             per_worker,
             workers: self.workers,
             threading: self.threading,
+            cgi: false,
         })
+    }
+
+    fn conn_config(&self, hsts: Option<HeaderValue>) -> ConnConfig {
+        ConnConfig {
+            limits: self.limits.clone(),
+            server_header: self.server_header.clone(),
+            hsts,
+            http2: self.http2,
+            extended_connect: self.extended_connect,
+        }
     }
 }
 
@@ -326,6 +364,8 @@ pub struct Bound {
     per_worker: Vec<Vec<(Role, Listener)>>,
     workers: usize,
     threading: Threading,
+    /// Started as a CGI script: answer the one request, bind nothing.
+    cgi: bool,
 }
 
 impl Bound {
@@ -347,12 +387,28 @@ impl Bound {
         self
     }
 
-    /// The addresses serving the service (plain and TLS) as `--listen`
-    /// specs, real ports filled in.
+    /// The addresses serving the service (plain, TLS and gateway) as
+    /// `--listen` specs, real ports filled in (`cgi` for a CGI process).
     pub fn local_specs(&self) -> Vec<String> {
-        self.listeners(&[Role::Plain, Role::Tls])
-            .map(Listener::local_spec)
+        if self.cgi {
+            return vec!["cgi".to_owned()];
+        }
+        self.per_worker
+            .first()
+            .into_iter()
+            .flatten()
+            .filter(|(role, _)| *role != Role::Redirect)
+            .map(|(role, l)| match role {
+                Role::Gateway(gateway) => format!("{gateway}+{}", l.local_spec()),
+                _ => l.local_spec(),
+            })
             .collect()
+    }
+
+    /// True when this process answers one CGI request rather than
+    /// listening (see [`Builder::bind`]).
+    pub fn is_cgi(&self) -> bool {
+        self.cgi
     }
 
     /// The addresses of the HTTP-to-HTTPS redirect listeners, as specs.
@@ -373,8 +429,13 @@ impl Bound {
 
     /// The first TCP address serving the service, if any (handy in tests).
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
-        self.listeners(&[Role::Plain, Role::Tls])
-            .find_map(Listener::tcp_addr)
+        self.listeners(&[
+            Role::Plain,
+            Role::Tls,
+            Role::Gateway(Gateway::FastCgi),
+            Role::Gateway(Gateway::Scgi),
+        ])
+        .find_map(Listener::tcp_addr)
     }
 
     /// The first TCP address of a redirect listener, if any.
@@ -406,6 +467,13 @@ impl Bound {
         F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
         S: HttpService,
     {
+        if self.cgi {
+            let none = ConnInfo {
+                remote: None,
+                local: None,
+            };
+            return crate::gateway::cgi::serve(make(&none), &self.config);
+        }
         let make = Arc::new(make);
         let shutdown = Shutdown::new();
         let state = Arc::new(State::new(&self));
@@ -480,6 +548,18 @@ impl Bound {
         F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
         S: HttpService,
     {
+        if self.cgi {
+            let none = ConnInfo {
+                remote: None,
+                local: None,
+            };
+            let (service, config) = (make(&none), self.config.clone());
+            return tokio::task::spawn_blocking(move || {
+                crate::gateway::cgi::serve(service, &config)
+            })
+            .await
+            .map_err(io::Error::other)?;
+        }
         let make = Arc::new(make);
         let state = Arc::new(State::new(&self));
         let unix_paths: Vec<PathBuf> = self
@@ -580,9 +660,9 @@ where
             https_port: state.https_port,
         };
         let make = Arc::new(move |_: &ConnInfo| redirect);
-        return spawn_accept(listener, make, state, shutdown, false);
+        return spawn_accept(listener, make, state, shutdown, Role::Plain);
     }
-    spawn_accept(listener, make, state, shutdown, role == Role::Tls)
+    spawn_accept(listener, make, state, shutdown, role)
 }
 
 fn spawn_accept<F, S>(
@@ -590,7 +670,7 @@ fn spawn_accept<F, S>(
     make: Arc<F>,
     state: Arc<State>,
     shutdown: Shutdown,
-    tls: bool,
+    role: Role,
 ) -> io::Result<()>
 where
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
@@ -605,12 +685,12 @@ where
                 make,
                 state,
                 shutdown,
-                tls,
+                role,
             ));
         }
         Listener::Unix(l, _) => {
             let l = tokio::net::UnixListener::from_std(l)?;
-            tokio::spawn(accept_loop(l, make, state, shutdown, tls));
+            tokio::spawn(accept_loop(l, make, state, shutdown, role));
         }
     }
     Ok(())
@@ -679,7 +759,7 @@ async fn accept_loop<A, F, S>(
     make: Arc<F>,
     state: Arc<State>,
     shutdown: Shutdown,
-    tls: bool,
+    role: Role,
 ) where
     A: Accept,
     F: Fn(&ConnInfo) -> S + Send + Sync + 'static,
@@ -729,7 +809,7 @@ async fn accept_loop<A, F, S>(
         // A TLS handshake slot never waits: at the cap the least advanced
         // pending handshake is shed (`tls::Handshakes`), so the listener
         // keeps accepting (issue 20).
-        let handshake = tls.then(|| state.handshakes.admit());
+        let handshake = (role == Role::Tls).then(|| state.handshakes.admit());
         let service = make(&info);
         let shutdown = shutdown.clone();
         match (handshake, &state.tls) {
@@ -738,6 +818,14 @@ async fn accept_loop<A, F, S>(
                 tokio::spawn(async move {
                     proto::tls(io, &tls, handshake, service, config, shutdown).await;
                     drop(permit);
+                });
+            }
+            _ if let Role::Gateway(gateway) = role => {
+                let config = state.config.clone();
+                let conn = proto::gateway(gateway, io, service, config, shutdown.watch());
+                tokio::spawn(Holding {
+                    fut: conn,
+                    _permit: permit,
                 });
             }
             _ => {

@@ -75,7 +75,7 @@ pub use celer_server::{
 #[cfg(doc)]
 use crate::Request;
 use crate::app::{AppConn, ResponseFuture, Shared};
-use crate::request::ConnAddrs;
+use crate::request::{ConnAddrs, FrontEnd};
 use crate::{App, BoxError};
 
 /// Drops the engine's zero-copy marker from a response whose body a
@@ -494,7 +494,16 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: http::Request<B>) -> ResponseFuture {
+    fn call(&mut self, mut req: http::Request<B>) -> ResponseFuture {
+        // Behind a FastCGI, SCGI or CGI front end, the engine passes on what
+        // the front end reported; `Request` reads it as `FrontEnd`.
+        if let Some(env) = req.extensions_mut().remove::<celer_server::CgiEnv>() {
+            req.extensions_mut().insert(FrontEnd {
+                script_name: env.script_name,
+                remote: env.remote,
+                local: env.local,
+            });
+        }
         self.conn.call(req)
     }
 }

@@ -7,6 +7,7 @@ mod bench_ws;
 mod cli;
 mod files_nginx;
 mod files_wire;
+mod gateway_cgi;
 mod hardening;
 mod http2;
 mod inherited;

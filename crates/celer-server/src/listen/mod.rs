@@ -7,6 +7,8 @@
 //! | `unix:/run/celer.sock` | a UNIX stream socket; a stale socket file is replaced |
 //! | `fd:3` | an inherited listening socket |
 //! | `systemd`, `systemd:NAME` | sockets passed by systemd (`LISTEN_FDS`, `LISTEN_FDNAMES`) |
+//! | `fastcgi+unix:PATH`, `fastcgi+tcp://HOST:PORT` | FastCGI responder behind a web server (any of the above after `fastcgi+`) |
+//! | `scgi+unix:PATH`, `scgi+tcp://HOST:PORT` | SCGI behind a web server (any of the above after `scgi+`) |
 
 mod options;
 
@@ -15,6 +17,8 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::RawFd;
 use std::path::PathBuf;
+
+use crate::gateway::Gateway;
 
 pub(crate) use options::owned_paths as options_paths;
 pub use options::{BACKLOG, BindOptions};
@@ -43,6 +47,11 @@ pub enum Listen {
     /// and removes them from the environment, as `sd_listen_fds(3)` does, so
     /// bind it before starting threads that read the environment.
     Systemd(Option<String>),
+    /// `fastcgi+SPEC` or `scgi+SPEC`: the listener SPEC (any of the other
+    /// kinds) serving a gateway protocol to a front-end web server instead
+    /// of HTTP. The front end is trusted with the request's meta-variables
+    /// (client address, scheme): keep the socket reachable by it alone.
+    Gateway(Gateway, Box<Listen>),
 }
 
 /// Why a listener spec could not be parsed.
@@ -56,7 +65,7 @@ impl fmt::Display for ParseListenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "invalid listen address {:?}: {} (expected tcp://HOST:PORT, unix:PATH, fd:N or systemd)",
+            "invalid listen address {:?}: {} (expected tcp://HOST:PORT, unix:PATH, fd:N or systemd, optionally after fastcgi+ or scgi+)",
             self.spec, self.reason
         )
     }
@@ -71,6 +80,18 @@ impl Listen {
             spec: spec.to_owned(),
             reason,
         };
+        for gateway in [Gateway::FastCgi, Gateway::Scgi] {
+            if let Some(inner) = spec
+                .strip_prefix(gateway.scheme())
+                .and_then(|r| r.strip_prefix('+'))
+            {
+                let inner = Listen::parse(inner).map_err(|e| err(e.reason))?;
+                if matches!(inner, Listen::Gateway(..)) {
+                    return Err(err("one gateway scheme at most"));
+                }
+                return Ok(Listen::Gateway(gateway, Box::new(inner)));
+            }
+        }
         if let Some(rest) = spec.strip_prefix("tcp://") {
             let (host, port) = rest.rsplit_once(':').ok_or_else(|| err("missing :PORT"))?;
             let port = port
@@ -155,6 +176,7 @@ impl Listen {
             Listen::Unix(path) => vec![options::bind_unix(path, opts).map_err(named)?],
             Listen::Fd(fd) => vec![options::adopt(*fd, opts).map_err(named)?],
             Listen::Systemd(name) => options::systemd(name.as_deref(), opts).map_err(named)?,
+            Listen::Gateway(_, inner) => return inner.bind(opts, copies),
         };
         singles
             .into_iter()
@@ -188,6 +210,7 @@ impl fmt::Display for Listen {
             Listen::Fd(fd) => write!(f, "fd:{fd}"),
             Listen::Systemd(None) => f.write_str("systemd"),
             Listen::Systemd(Some(name)) => write!(f, "systemd:{name}"),
+            Listen::Gateway(gateway, inner) => write!(f, "{gateway}+{inner}"),
         }
     }
 }

@@ -3,6 +3,7 @@
 mod clients;
 mod errors;
 mod files;
+mod gateway;
 mod http2;
 mod limits;
 mod proto;

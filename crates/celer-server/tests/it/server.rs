@@ -19,6 +19,10 @@ fn listen_specs_parse_and_print_back() {
         "fd:3",
         "systemd",
         "systemd:web",
+        "fastcgi+unix:/tmp/x.sock",
+        "fastcgi+tcp://[::1]:9000",
+        "scgi+tcp://127.0.0.1:4000",
+        "scgi+fd:3",
     ] {
         assert_eq!(Listen::parse(spec).unwrap().to_string(), spec);
     }
@@ -31,6 +35,10 @@ fn listen_specs_parse_and_print_back() {
         "fd:x",
         "fd:-1",
         "udp://x:1",
+        "fastcgi+",
+        "fastcgi+scgi+unix:/x",
+        "scgi+http://x:1",
+        "fcgi+unix:/x",
     ] {
         let err = Listen::parse(bad).unwrap_err().to_string();
         assert!(err.contains(bad), "{err}");

@@ -77,6 +77,17 @@ struct PathParams {
     raw: RawParams,
 }
 
+/// What a FastCGI, SCGI or CGI front end reported of a request (set by
+/// `serve` from the engine's meta-variables): the app's mount point
+/// (`SCRIPT_NAME`, which `url_for` prefixes) and the client's and server's
+/// addresses, which take the place of the front end's connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct FrontEnd {
+    pub(crate) script_name: String,
+    pub(crate) remote: Option<SocketAddr>,
+    pub(crate) local: Option<SocketAddr>,
+}
+
 /// The client's address, when the transport knows it.
 ///
 /// Celer's own server ([`serve`](mod@crate::serve)) hands addresses to
@@ -279,6 +290,10 @@ impl Request {
     /// # let _ = whoami;
     /// ```
     pub fn remote_addr(&self) -> Option<SocketAddr> {
+        // Behind a gateway front end, the client is the one it reports.
+        if let Some(remote) = self.extensions().get::<FrontEnd>().and_then(|f| f.remote) {
+            return Some(remote);
+        }
         self.inner
             .conn
             .addrs
@@ -295,6 +310,9 @@ impl Request {
     /// assert_eq!(req.local_addr(), None);
     /// ```
     pub fn local_addr(&self) -> Option<SocketAddr> {
+        if let Some(local) = self.extensions().get::<FrontEnd>().and_then(|f| f.local) {
+            return Some(local);
+        }
         self.inner
             .conn
             .addrs
@@ -509,8 +527,17 @@ impl Request {
     }
 
     /// Builds the URL of a named route; see [`App::url_for`](crate::App::url_for).
+    ///
+    /// Behind a FastCGI, SCGI or CGI front end that mounts the app under a
+    /// prefix (`SCRIPT_NAME`), the URL starts with that prefix.
     pub fn url_for(&self, name: &str, params: &UrlParams<'_>) -> Result<String, UrlError> {
-        self.inner.conn.shared.url_for(name, params)
+        let url = self.inner.conn.shared.url_for(name, params)?;
+        match self.extensions().get::<FrontEnd>() {
+            Some(front) if !front.script_name.is_empty() => {
+                Ok(format!("{}{url}", front.script_name))
+            }
+            _ => Ok(url),
+        }
     }
 
     /// The limit, in bytes, that body extractors enforce for this request.

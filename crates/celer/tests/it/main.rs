@@ -7,6 +7,7 @@ mod compile_fail;
 mod compression;
 mod extract;
 mod files;
+mod gateway;
 mod logs;
 mod middleware;
 mod negotiate;

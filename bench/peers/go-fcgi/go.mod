@@ -1,0 +1,3 @@
+module celer.bench/peer-go-fcgi
+
+go 1.21

@@ -1,0 +1,189 @@
+//! `celer serve` as a CGI/1.1 script (RFC 3875) under lighttpd's
+//! `mod_cgi`, and as a FastCGI responder chosen by `--listen`: the same
+//! answers as served directly.
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{CELER, Celer, Reply, curl};
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+struct Lighttpd(Child);
+
+impl Drop for Lighttpd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn lighttpd_binary() -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("lighttpd"))
+                .find(|p| p.exists())
+        })
+        .unwrap_or_else(|| PathBuf::from("/usr/sbin/lighttpd"))
+}
+
+/// lighttpd on a free port with `config` (the modules and their settings).
+fn lighttpd(dir: &Path, docroot: &Path, config: &str) -> (Lighttpd, u16) {
+    let port = free_port();
+    let conf = format!(
+        "server.document-root = \"{}\"\nserver.bind = \"127.0.0.1\"\nserver.port = {port}\n\
+         server.errorlog = \"{}/lighttpd-error.log\"\n{config}\n",
+        docroot.display(),
+        dir.display()
+    );
+    let path = dir.join(format!("lighttpd-{port}.conf"));
+    std::fs::write(&path, conf).unwrap();
+    let child = Command::new(lighttpd_binary())
+        .arg("-D")
+        .arg("-f")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("lighttpd is installed by scripts/test");
+    let server = Lighttpd(child);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "lighttpd did not start listening"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (server, port)
+}
+
+fn site(dir: &Path) -> PathBuf {
+    let root = dir.join("site");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("hello.txt"), "hello from the site\n").unwrap();
+    std::fs::write(
+        root.join("big.bin"),
+        (0..300_000u32)
+            .map(|i| (i % 253) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    root
+}
+
+/// The requests compared: path and curl flags.
+const CASES: &[(&str, &[&str])] = &[
+    ("/hello.txt", &[]),
+    ("/big.bin", &[]),
+    ("/hello.txt", &["-I"]),
+    ("/missing.txt", &[]),
+    ("/hello.txt", &["-X", "POST", "--data-binary", "ignored"]),
+    ("/big.bin", &["-r", "1000-1999"]),
+];
+
+fn ask(base: &str) -> Vec<Reply> {
+    CASES
+        .iter()
+        .map(|(path, flags)| {
+            let url = format!("{base}{path}");
+            let mut args: Vec<&str> = flags.to_vec();
+            args.push(&url);
+            curl(&args)
+        })
+        .collect()
+}
+
+fn same(who: &str, direct: &[Reply], theirs: &[Reply]) {
+    for (((path, flags), d), t) in CASES.iter().zip(direct).zip(theirs) {
+        let what = format!("{who}: {path} {flags:?}");
+        assert_eq!(t.status, d.status, "{what}: {}", t.text());
+        assert_eq!(t.body, d.body, "{what}");
+        for field in [
+            "content-type",
+            "content-length",
+            "allow",
+            "content-range",
+            "etag",
+            "last-modified",
+        ] {
+            assert_eq!(t.header(field), d.header(field), "{what}: {field}");
+        }
+    }
+}
+
+#[test]
+fn celer_serve_answers_as_a_cgi_script_and_a_fastcgi_responder() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = site(dir.path());
+    let direct = Celer::serve(&[
+        "--root",
+        root.to_str().unwrap(),
+        "--listen",
+        "tcp://127.0.0.1:0",
+    ]);
+    let expected = ask(&direct.url());
+    assert_eq!(expected[0].text(), "hello from the site\n");
+    assert_eq!(expected[3].status, 404);
+    assert_eq!(expected[4].status, 405);
+    assert_eq!(expected[5].status, 206);
+
+    // CGI: lighttpd runs a script that execs `celer serve` for each request.
+    let cgi_root = dir.path().join("cgi");
+    std::fs::create_dir_all(&cgi_root).unwrap();
+    let script = cgi_root.join("app.cgi");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec {CELER} serve --root {}\n", root.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (cgi, port) = lighttpd(
+        dir.path(),
+        &cgi_root,
+        "server.modules = (\"mod_cgi\")\ncgi.assign = (\".cgi\" => \"\")",
+    );
+    same(
+        "lighttpd mod_cgi",
+        &expected,
+        &ask(&format!("http://127.0.0.1:{port}/app.cgi")),
+    );
+    drop(cgi);
+
+    // FastCGI: `--listen fastcgi+unix:PATH` on the unchanged binary.
+    let socket = dir.path().join("celer-fcgi.sock");
+    let responder = Celer::serve(&[
+        "--root",
+        root.to_str().unwrap(),
+        "--listen",
+        &format!("fastcgi+unix:{}", socket.display()),
+    ]);
+    assert_eq!(
+        responder.specs,
+        [format!("fastcgi+unix:{}", socket.display())]
+    );
+    let config = format!(
+        "server.modules = (\"mod_fastcgi\")\nfastcgi.server = (\"/\" => ((\"socket\" => \"{}\", \"check-local\" => \"disable\", \"fix-root-scriptname\" => \"enable\")))",
+        socket.display()
+    );
+    let (fcgi, port) = lighttpd(dir.path(), &root, &config);
+    same(
+        "lighttpd mod_fastcgi",
+        &expected,
+        &ask(&format!("http://127.0.0.1:{port}")),
+    );
+    drop(fcgi);
+    drop(responder);
+    drop(direct);
+}
