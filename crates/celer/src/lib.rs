@@ -33,6 +33,8 @@
 //!   handlers see the client's address in [`Request::remote_addr`]. When
 //!   shutdown starts, the app's [`ShutdownNotice`] fires, so what holds a
 //!   response open ends it cleanly.
+//! - [`dispatch`] runs blocking or CPU-heavy work on a bounded pool of
+//!   threads: a full queue answers `503` with `Retry-After`, a panic `500`.
 //! - [`sse`] pushes server-sent events: [`sse::EventStream`] responses and
 //!   a broadcast [`sse::Hub`] with `Last-Event-ID` resume and bounded
 //!   memory.
@@ -120,6 +122,7 @@
 
 pub mod app;
 mod body;
+pub mod dispatch;
 mod error;
 pub mod extract;
 pub mod files;

@@ -3,6 +3,7 @@
 
 mod cache;
 mod compression;
+mod dispatch;
 mod extract;
 mod files;
 mod middleware;
