@@ -5,8 +5,9 @@
 //! `Retry-After` at once when the queue is full) or
 //! [`Dispatcher::dispatch_wait`] (wait up to a deadline for a slot) and
 //! awaits its value. The queue holds at most [`DispatcherBuilder::queue`]
-//! jobs: a slot is a semaphore permit taken before the job is queued and
-//! given back when a worker takes the job, so memory never grows with load.
+//! jobs waiting for a thread: a slot is a semaphore permit (one per queued
+//! or running job) taken before the job is queued and given back when it
+//! has run, so memory never grows with load.
 //!
 //! - A job whose requester has gone (its future dropped: the client left, a
 //!   timeout fired) is not started; it counts as abandoned.

@@ -79,8 +79,9 @@ struct Shared {
     queue: Mutex<Queue>,
     /// Signalled once per queued job, and to all at close.
     ready: Condvar,
-    /// One permit per free queue slot: taken before a job is queued, given
-    /// back when a worker takes it. Closed at shutdown.
+    /// One permit per job the pool may hold (queue bound plus threads):
+    /// taken before a job is queued, given back when it has run, so the
+    /// hand-off path releases nothing. Closed at shutdown.
     slots: Arc<Semaphore>,
     capacity: usize,
     retry_after: Duration,
@@ -106,17 +107,17 @@ struct Job {
 // ===== impl DispatcherBuilder =====
 
 impl DispatcherBuilder {
-    /// Worker threads, at least one. Default is the number of CPUs
+    /// Worker threads, 1 to 4096. Default is the number of CPUs
     /// ([`default_threads`](super::default_threads)).
     pub fn threads(mut self, threads: usize) -> Self {
-        self.threads = threads.max(1);
+        self.threads = threads.clamp(1, 4096);
         self
     }
 
     /// The bound of the queue of jobs waiting for a worker, at least one.
     /// Default is [`DEFAULT_QUEUE`](super::DEFAULT_QUEUE).
     pub fn queue(mut self, jobs: usize) -> Self {
-        self.queue = jobs.clamp(1, Semaphore::MAX_PERMITS);
+        self.queue = jobs.clamp(1, Semaphore::MAX_PERMITS / 2);
         self
     }
 
@@ -146,7 +147,7 @@ impl DispatcherBuilder {
                 closed: false,
             }),
             ready: Condvar::new(),
-            slots: Arc::new(Semaphore::new(self.queue)),
+            slots: Arc::new(Semaphore::new(self.queue.saturating_add(self.threads))),
             capacity: self.queue,
             retry_after: self.retry_after,
             queued: AtomicUsize::new(0),
@@ -339,8 +340,8 @@ impl Shared {
             };
             self.queued.fetch_sub(1, Ordering::Relaxed);
             let Job { run, slot } = job;
-            drop(slot);
             run(self);
+            drop(slot);
         }
     }
 
