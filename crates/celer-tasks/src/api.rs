@@ -247,8 +247,9 @@ async fn submit(tasks: Tasks, mut req: Request) -> ApiResult {
     let now = now_millis();
     let new = check(&tasks, body, now)?;
     let ttl = tasks.inner.config.idempotency_ttl;
+    let max_queued = tasks.inner.config.max_queued;
     let submitted = tasks
-        .call(move |store| store.submit(&new, key.as_deref(), ttl, now))
+        .call(move |store| store.submit(&new, key.as_deref(), ttl, max_queued, now))
         .await?;
     match submitted {
         Submitted::Created(task) => {

@@ -37,6 +37,9 @@ pub struct TasksConfig {
     /// How long a cancelled running task may take to stop. Default:
     /// [`CANCEL_GRACE`](limits::CANCEL_GRACE).
     pub cancel_grace: Duration,
+    /// Most tasks queued at once; a submit over it is answered `503`.
+    /// Default: [`MAX_QUEUED`](limits::MAX_QUEUED).
+    pub max_queued: u64,
     /// First retry delay, doubled per attempt. Default:
     /// [`BACKOFF_BASE`](limits::BACKOFF_BASE).
     pub backoff_base: Duration,
@@ -54,6 +57,7 @@ impl TasksConfig {
             retention: limits::DEFAULT_RETENTION,
             idempotency_ttl: limits::IDEMPOTENCY_TTL,
             cancel_grace: limits::CANCEL_GRACE,
+            max_queued: limits::MAX_QUEUED,
             backoff_base: limits::BACKOFF_BASE,
         }
     }

@@ -57,12 +57,14 @@ pub struct Claim {
 pub trait Store: Send + Sync + 'static {
     /// Inserts a task, or with `idempotency_key` returns the task the key
     /// made before (same submission) or a conflict (other submission). Keys
-    /// are kept for `key_ttl`.
+    /// are kept for `key_ttl`. With `max_queued` tasks queued already the
+    /// task is refused ([`Submitted::QueueFull`](crate::model::Submitted)).
     fn submit(
         &self,
         task: &NewTask,
         idempotency_key: Option<&str>,
         key_ttl: Duration,
+        max_queued: u64,
         now: Millis,
     ) -> Result<Submitted, StoreError>;
 

@@ -164,6 +164,7 @@ impl Store for SqliteStore {
         task: &NewTask,
         idempotency_key: Option<&str>,
         key_ttl: Duration,
+        max_queued: u64,
         now: Millis,
     ) -> Result<Submitted, StoreError> {
         let mut conn = self.conn();
@@ -198,7 +199,7 @@ impl Store for SqliteStore {
                 |row| row.get(0),
             )
             .map_err(db_err)?;
-        if queued as u64 >= crate::limits::MAX_QUEUED {
+        if queued as u64 >= max_queued {
             return Ok(Submitted::QueueFull);
         }
         tx.execute(
