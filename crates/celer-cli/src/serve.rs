@@ -203,6 +203,27 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "OCTAL", value_parser = octal_mode)]
     unix_mode: Option<u32>,
 
+    /// Mount the task API at /tasks (submit, watch, cancel, fetch results
+    /// of long-running tasks; the built-in `echo` kind), beside the site.
+    #[arg(long, help_heading = "Tasks")]
+    tasks: bool,
+
+    /// Directory of the task store (SQLite), created when missing.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "celer-data",
+        requires = "tasks",
+        help_heading = "Tasks"
+    )]
+    data_dir: PathBuf,
+
+    /// How long a running task's lease lasts: after a crash, its tasks run
+    /// again once their leases have run out.
+    #[arg(long, value_name = "SECS", default_value_t = Secs(celer_tasks::limits::DEFAULT_LEASE),
+          requires = "tasks", help_heading = "Tasks")]
+    task_lease: Secs,
+
     #[command(flatten)]
     tls: TlsArgs,
 
@@ -297,14 +318,47 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if !redirects.is_empty() {
         ready.push_str(&format!("; redirecting {} to HTTPS", redirects.join(", ")));
     }
-    let signal = shutdown_signal(ready, tls);
-    match site {
-        Some(site) => bound.run(site, signal),
-        None => bound.run(Welcome::new(), signal),
+    let tasks = match args.tasks {
+        true => Some(open_tasks(&args.data_dir, args.task_lease.0)?),
+        false => None,
+    };
+    if tasks.is_some() {
+        ready.push_str(&format!(
+            "; tasks at /tasks, stored in {}",
+            args.data_dir.display()
+        ));
     }
-    .context("server failed")?;
+    let signal = shutdown_signal(ready, tls);
+    let served = match (&tasks, site) {
+        (Some(tasks), Some(site)) => celer_apps::tasks::with_tasks(tasks, site).run(bound, signal),
+        (Some(tasks), None) => {
+            celer_apps::tasks::with_tasks(tasks, Welcome::new()).run(bound, signal)
+        }
+        (None, Some(site)) => bound.run(site, signal),
+        (None, None) => bound.run(Welcome::new(), signal),
+    };
+    if let Some(tasks) = tasks {
+        // Running tasks go back to the store for the next start.
+        tasks.shutdown();
+    }
+    served.context("server failed")?;
     tracing::info!(target: "celer::serve", "stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens the task store in `data_dir` and starts its runner, with the
+/// built-in kinds.
+fn open_tasks(
+    data_dir: &std::path::Path,
+    lease: std::time::Duration,
+) -> anyhow::Result<celer_tasks::Tasks> {
+    if lease.is_zero() {
+        return Err(Usage("--task-lease must be at least 1 second".to_owned()).into());
+    }
+    let mut config = celer_tasks::TasksConfig::new(data_dir);
+    config.lease = lease;
+    celer_tasks::Tasks::open(config, celer_tasks::Kinds::new())
+        .with_context(|| format!("cannot open the task store in {}", data_dir.display()))
 }
 
 /// The engine configured from the command line.

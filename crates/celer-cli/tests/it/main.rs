@@ -13,6 +13,7 @@ mod inherited;
 mod serve_static;
 mod shutdown;
 mod support;
+mod tasks;
 mod tidy;
 mod tls;
 mod welcome;
