@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn backoff_doubles_with_jitter_and_is_capped() {
         let base = Duration::from_secs(1);
-        for attempts in 1..=40 {
+        for attempts in 1..=40u32 {
             let full = base
                 .saturating_mul(1u32 << attempts.saturating_sub(1).min(30))
                 .min(limits::BACKOFF_MAX);

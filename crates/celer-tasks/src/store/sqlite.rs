@@ -75,6 +75,8 @@ const COLUMNS: &str = "id, kind, input, priority, run_at, timeout_ms, max_attemp
     attempts, progress, error, cancel_requested, result IS NOT NULL, created_at, started_at, \
     finished_at, updated_at";
 
+// By value: it is the argument of `map_err`.
+#[allow(clippy::needless_pass_by_value)]
 fn db_err(err: rusqlite::Error) -> StoreError {
     StoreError::new(err.to_string())
 }

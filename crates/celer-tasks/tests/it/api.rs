@@ -460,7 +460,7 @@ async fn events_stream_the_task_until_it_is_final() {
     let last = text
         .lines()
         .filter_map(|line| line.strip_prefix("data: "))
-        .last()
+        .next_back()
         .unwrap();
     let last: Value = serde_json::from_str(last).unwrap();
     assert_eq!(last["state"], "succeeded");
