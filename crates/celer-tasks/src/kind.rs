@@ -271,6 +271,20 @@ impl Kinds {
         })
     }
 
+    /// Registers a program as a kind (see [`CommandKind`](crate::CommandKind)):
+    /// any JSON input, given on stdin.
+    ///
+    /// # Panics
+    ///
+    /// As [`register`](Self::register).
+    pub fn register_command(&mut self, name: &str, command: crate::CommandKind) -> &mut Self {
+        let command = Arc::new(command);
+        self.register(name, move |input: serde_json::Value, ctx: Context| {
+            let command = command.clone();
+            async move { command.run(input, ctx).await }
+        })
+    }
+
     pub(crate) fn get(&self, name: &str) -> Option<&Arc<dyn ErasedKind>> {
         self.map.get(name)
     }

@@ -39,6 +39,7 @@
 //! - `model`: states, tasks, submissions, statistics, time;
 //! - `store/`: the [`Store`] trait and [`SqliteStore`];
 //! - `kind`: [`Kinds`], [`Context`], [`TaskError`], the `echo` kind;
+//!   `command`: [`CommandKind`], programs the operator names;
 //! - `runner`: claims, runs, renews leases, records outcomes, purges;
 //! - `tasks`: [`Tasks`], the handle (store thread, runner thread);
 //! - `api`: the HTTP routes; `limits`: every bound.
@@ -47,6 +48,7 @@
 //! crate or SQLite; this crate uses only its public API.
 
 pub mod api;
+pub mod command;
 mod kind;
 pub mod limits;
 pub mod model;
@@ -54,6 +56,7 @@ mod runner;
 pub mod store;
 mod tasks;
 
+pub use command::CommandKind;
 pub use kind::{Context, Kinds, TaskError};
 pub use model::{State, Task, TaskId};
 pub use store::{Durability, SqliteStore, Store, StoreError};

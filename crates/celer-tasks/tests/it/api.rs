@@ -35,6 +35,24 @@ fn kinds() -> Kinds {
         ctx.progress(0.5);
         Ok(json!({ "doubled": input * 2, "attempt": ctx.attempt() }))
     });
+    let command = |argv: &[&str]| {
+        celer_tasks::CommandKind::new(argv.iter().map(|a| (*a).to_owned()).collect()).unwrap()
+    };
+    kinds.register_command("cmd-cat", command(&["/bin/sh", "-c", "cat"]));
+    kinds.register_command(
+        "cmd-env",
+        command(&["/bin/sh", "-c", r#"printf '{"home":"%s"}' "$HOME""#]),
+    );
+    kinds.register_command("cmd-hang", command(&["/bin/sleep", "600"]));
+    kinds.register_command("cmd-loud", command(&["/usr/bin/yes"]).max_output(1024));
+    kinds.register_command(
+        "cmd-fail",
+        command(&[
+            "/bin/sh",
+            "-c",
+            "echo starting; echo 'disk on fire' >&2; exit 3",
+        ]),
+    );
     kinds
 }
 
@@ -464,5 +482,91 @@ async fn events_stream_the_task_until_it_is_final() {
         .unwrap();
     let last: Value = serde_json::from_str(last).unwrap();
     assert_eq!(last["state"], "succeeded");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_kinds_get_json_on_stdin_and_give_stdout_in_a_cleared_environment() {
+    // The server's own environment has HOME; the command must not see it.
+    assert!(std::env::var_os("HOME").is_some_and(|home| !home.is_empty()));
+    let server = Server::start(|_| {}).await;
+    let cat = server
+        .submit(json!({"kind": "cmd-cat", "input": {"a": [1, "two"]}}))
+        .await;
+    assert_eq!(server.wait_final(id_of(&cat)).await["state"], "succeeded");
+    let result = server
+        .request("GET", &format!("/tasks/{}/result", id_of(&cat)), &[], "")
+        .await;
+    assert_eq!(json_of(&result), json!({"a": [1, "two"]}));
+
+    let env = server
+        .submit(json!({"kind": "cmd-env", "input": null}))
+        .await;
+    assert_eq!(server.wait_final(id_of(&env)).await["state"], "succeeded");
+    let result = server
+        .request("GET", &format!("/tasks/{}/result", id_of(&env)), &[], "")
+        .await;
+    assert_eq!(json_of(&result), json!({"home": ""}));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_command_is_killed_at_its_timeout_and_a_loud_one_at_its_cap() {
+    let server = Server::start(|_| {}).await;
+    let hang = server
+        .submit(json!({"kind": "cmd-hang", "input": null, "timeout_ms": 200, "max_attempts": 2}))
+        .await;
+    let dead = server.wait_final(id_of(&hang)).await;
+    assert_eq!(
+        (dead["state"].as_str(), dead["attempts"].as_u64()),
+        (Some("dead"), Some(2))
+    );
+    assert!(
+        dead["error"].as_str().unwrap().contains("timed out"),
+        "{dead}"
+    );
+
+    let loud = server
+        .submit(json!({"kind": "cmd-loud", "input": null}))
+        .await;
+    let failed = server.wait_final(id_of(&loud)).await;
+    assert_eq!(
+        (failed["state"].as_str(), failed["attempts"].as_u64()),
+        (Some("failed"), Some(1))
+    );
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("over the limit of 1024"),
+        "{failed}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_command_fails_with_its_stderr_tail_and_a_running_one_can_be_cancelled() {
+    let server = Server::start(|_| {}).await;
+    let fail = server
+        .submit(json!({"kind": "cmd-fail", "input": null}))
+        .await;
+    let failed = server.wait_final(id_of(&fail)).await;
+    assert_eq!(failed["state"], "failed");
+    let error = failed["error"].as_str().unwrap();
+    assert!(
+        error.contains("disk on fire") && error.contains('3'),
+        "{error}"
+    );
+
+    let hang = server
+        .submit(json!({"kind": "cmd-hang", "input": null}))
+        .await;
+    let id = id_of(&hang);
+    server.wait_for(id, |t| t["state"] == "running").await;
+    let resp = server
+        .request("POST", &format!("/tasks/{id}/cancel"), &[], "")
+        .await;
+    assert_eq!(resp.status, 202);
+    assert_eq!(server.wait_final(id).await["state"], "cancelled");
     server.stop().await;
 }

@@ -261,7 +261,9 @@ fn cancel_ends_a_queued_task_and_marks_a_running_one() {
         attempt: 1,
     };
     assert_eq!(
-        store.renew("a", std::slice::from_ref(&claim), 40_000).unwrap(),
+        store
+            .renew("a", std::slice::from_ref(&claim), 40_000)
+            .unwrap(),
         vec![claim.clone()]
     );
     let done = store
