@@ -224,6 +224,18 @@ pub(crate) struct ServeArgs {
           requires = "tasks", help_heading = "Tasks")]
     task_lease: Secs,
 
+    /// A task kind that runs a program: NAME=ARGV, ARGV a JSON array of
+    /// strings (e.g. 'thumb=["/usr/local/bin/thumb","--size","128"]'). The
+    /// task's input goes to its stdin as JSON, its stdout is the result;
+    /// no shell, the environment cleared. Repeatable.
+    #[arg(
+        long,
+        value_name = "NAME=ARGV",
+        requires = "tasks",
+        help_heading = "Tasks"
+    )]
+    task_command: Vec<String>,
+
     #[command(flatten)]
     tls: TlsArgs,
 
@@ -319,7 +331,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         ready.push_str(&format!("; redirecting {} to HTTPS", redirects.join(", ")));
     }
     let tasks = match args.tasks {
-        true => Some(open_tasks(&args.data_dir, args.task_lease.0)?),
+        true => Some(open_tasks(args)?),
         false => None,
     };
     if tasks.is_some() {
@@ -348,17 +360,39 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
 
 /// Opens the task store in `data_dir` and starts its runner, with the
 /// built-in kinds.
-fn open_tasks(
-    data_dir: &std::path::Path,
-    lease: std::time::Duration,
-) -> anyhow::Result<celer_tasks::Tasks> {
-    if lease.is_zero() {
+fn open_tasks(args: &ServeArgs) -> anyhow::Result<celer_tasks::Tasks> {
+    if args.task_lease.0.is_zero() {
         return Err(Usage("--task-lease must be at least 1 second".to_owned()).into());
     }
-    let mut config = celer_tasks::TasksConfig::new(data_dir);
-    config.lease = lease;
-    celer_tasks::Tasks::open(config, celer_tasks::Kinds::new())
-        .with_context(|| format!("cannot open the task store in {}", data_dir.display()))
+    let mut kinds = celer_tasks::Kinds::new();
+    for spec in &args.task_command {
+        let (name, command) = task_command(spec, &kinds)
+            .map_err(|err| Usage(format!("--task-command {spec:?}: {err}")))?;
+        kinds.register_command(&name, command);
+    }
+    let mut config = celer_tasks::TasksConfig::new(&args.data_dir);
+    config.lease = args.task_lease.0;
+    celer_tasks::Tasks::open(config, kinds)
+        .with_context(|| format!("cannot open the task store in {}", args.data_dir.display()))
+}
+
+/// Parses `NAME=["argv0", "arg", ...]`.
+fn task_command(
+    spec: &str,
+    kinds: &celer_tasks::Kinds,
+) -> Result<(String, celer_tasks::CommandKind), String> {
+    let (name, argv) = spec
+        .split_once('=')
+        .ok_or("expected NAME=ARGV, ARGV a JSON array of strings")?;
+    if !kinds.is_free_name(name) {
+        return Err(format!(
+            "{name:?} is taken or not a kind name (ASCII letters, digits, '-', '_', '.')"
+        ));
+    }
+    let argv: Vec<String> = serde_json::from_str(argv)
+        .map_err(|err| format!("ARGV is not a JSON array of strings: {err}"))?;
+    let command = celer_tasks::CommandKind::new(argv).ok_or("ARGV is empty")?;
+    Ok((name.to_owned(), command))
 }
 
 /// The engine configured from the command line.

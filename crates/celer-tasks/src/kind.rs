@@ -289,6 +289,13 @@ impl Kinds {
         self.map.get(name)
     }
 
+    /// Whether `name` can name a kind: 1 to
+    /// [`MAX_KIND_BYTES`](crate::limits::MAX_KIND_BYTES) ASCII letters,
+    /// digits, `-`, `_` and `.`, not taken yet.
+    pub fn is_free_name(&self, name: &str) -> bool {
+        valid_kind_name(name) && !self.map.contains_key(name)
+    }
+
     /// The registered names, sorted.
     pub fn names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.map.keys().map(String::as_str).collect();

@@ -156,6 +156,39 @@ fn the_task_api_sits_beside_the_welcome_site_and_stops_cleanly() {
 }
 
 #[test]
+fn an_operator_command_kind_runs_with_json_on_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let celer = Celer::serve(&[
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--tasks",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--task-command",
+        r#"upper=["/usr/bin/tr", "a-z", "A-Z"]"#,
+    ]);
+    let port = celer.port();
+    let (status, task) = call(
+        port,
+        "POST",
+        "/tasks",
+        Some(&json!({"kind": "upper", "input": "shout"})),
+    );
+    assert_eq!(status, 201, "{task}");
+    wait_list(port, "state=succeeded", |tasks| tasks.len() == 1);
+    let (status, result) = call(port, "GET", &format!("/tasks/{}/result", task["id"]), None);
+    assert_eq!((status, result), (200, json!("SHOUT")));
+    // A client cannot name a program.
+    let (status, _) = call(
+        port,
+        "POST",
+        "/tasks",
+        Some(&json!({"kind": "/bin/sh", "input": "x"})),
+    );
+    assert_eq!(status, 422);
+}
+
+#[test]
 fn task_flags_need_tasks_and_a_zero_lease_is_refused() {
     let out = std::process::Command::new(crate::support::CELER)
         .args(["serve", "--data-dir", "x"])
@@ -179,6 +212,32 @@ fn task_flags_need_tasks_and_a_zero_lease_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--task-lease"));
+    for bad in [
+        "noequals",
+        "echo=[\"/bin/true\"]",
+        "x=[]",
+        "x=\"/bin/true\"",
+        "a b=[\"/bin/true\"]",
+    ] {
+        let out = std::process::Command::new(crate::support::CELER)
+            .args([
+                "serve",
+                "--listen",
+                "tcp://127.0.0.1:0",
+                "--tasks",
+                "--task-command",
+                bad,
+                "--data-dir",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--task-command"),
+            "{bad}"
+        );
+    }
 }
 
 /// An RFC 3339 UTC time `after` from now.
