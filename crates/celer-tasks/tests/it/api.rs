@@ -35,6 +35,11 @@ fn kinds() -> Kinds {
         ctx.progress(0.5);
         Ok(json!({ "doubled": input * 2, "attempt": ctx.attempt() }))
     });
+    // Ignores its cancel: dropped after the grace period.
+    kinds.register("stubborn", |_input: Value, _ctx| async move {
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        Ok::<_, TaskError>(Value::Null)
+    });
     let command = |argv: &[&str]| {
         celer_tasks::CommandKind::new(argv.iter().map(|a| (*a).to_owned()).collect()).unwrap()
     };
@@ -568,5 +573,29 @@ async fn a_failing_command_fails_with_its_stderr_tail_and_a_running_one_can_be_c
         .await;
     assert_eq!(resp.status, 202);
     assert_eq!(server.wait_final(id).await["state"], "cancelled");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_that_ignores_its_cancel_is_dropped_after_the_grace_period() {
+    let server = Server::start(|config| {
+        config.cancel_grace = Duration::from_millis(50);
+        config.concurrency = 1;
+    })
+    .await;
+    let stubborn = server
+        .submit(json!({"kind": "stubborn", "input": null}))
+        .await;
+    let id = id_of(&stubborn);
+    server.wait_for(id, |t| t["state"] == "running").await;
+    server
+        .request("POST", &format!("/tasks/{id}/cancel"), &[], "")
+        .await;
+    assert_eq!(server.wait_final(id).await["state"], "cancelled");
+    // Its worker is free again: with a concurrency of one, the next runs.
+    let echo = server
+        .submit(json!({"kind": "echo", "input": {"value": 2}}))
+        .await;
+    assert_eq!(server.wait_final(id_of(&echo)).await["state"], "succeeded");
     server.stop().await;
 }
