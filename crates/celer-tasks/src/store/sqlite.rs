@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -35,6 +36,10 @@ pub struct SqliteStore {
     /// The connection; every method takes it for the length of one
     /// transaction.
     conn: Mutex<Connection>,
+    /// Tasks in the `queued` state: counted at open, then kept by each
+    /// transaction that moves one in or out (under the connection's lock,
+    /// after its commit), so a submit does not count the queue.
+    queued: AtomicU64,
 }
 
 const SCHEMA: &str = "
@@ -71,9 +76,16 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
 ";
 
-const COLUMNS: &str = "id, kind, input, priority, run_at, timeout_ms, max_attempts, state, \
-    attempts, progress, error, cancel_requested, result IS NOT NULL, created_at, started_at, \
-    finished_at, updated_at";
+macro_rules! columns {
+    () => {
+        "id, kind, input, priority, run_at, timeout_ms, max_attempts, state, attempts, progress, \
+         error, cancel_requested, result IS NOT NULL, created_at, started_at, finished_at, \
+         updated_at"
+    };
+}
+
+const COLUMNS: &str = columns!();
+const GET: &str = concat!("SELECT ", columns!(), " FROM tasks WHERE id = ?1");
 
 // By value: it is the argument of `map_err`.
 #[allow(clippy::needless_pass_by_value)]
@@ -107,12 +119,15 @@ fn task_of(row: &Row<'_>) -> rusqlite::Result<Task> {
 }
 
 fn get_in(conn: &Connection, id: TaskId) -> rusqlite::Result<Option<Task>> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM tasks WHERE id = ?1"),
-        [id],
-        task_of,
-    )
-    .optional()
+    conn.prepare_cached(GET)?
+        .query_row([id], task_of)
+        .optional()
+}
+
+/// Runs `sql` through the connection's statement cache: a statement is
+/// compiled once per connection, not once per call.
+fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
 }
 
 /// Whether `task` is the submission `new` (the same body under one key).
@@ -150,8 +165,16 @@ impl SqliteStore {
             "PRAGMA synchronous = {synchronous}; PRAGMA busy_timeout = 5000; {SCHEMA}"
         ))
         .map_err(db_err)?;
+        let queued: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM tasks WHERE state = 'queued'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(db_err)?;
         Ok(SqliteStore {
             conn: Mutex::new(conn),
+            queued: AtomicU64::new(queued as u64),
         })
     }
 
@@ -194,17 +217,11 @@ impl Store for SqliteStore {
                 }
             }
         }
-        let queued: i64 = tx
-            .query_row(
-                "SELECT COUNT(*) FROM tasks WHERE state = 'queued'",
-                [],
-                |row| row.get(0),
-            )
-            .map_err(db_err)?;
-        if queued as u64 >= max_queued {
+        if self.queued.load(Ordering::Relaxed) >= max_queued {
             return Ok(Submitted::QueueFull);
         }
-        tx.execute(
+        exec(
+            &tx,
             "INSERT INTO tasks (kind, input, priority, run_at, timeout_ms, max_attempts, state, \
              created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?7)",
             params![
@@ -220,7 +237,8 @@ impl Store for SqliteStore {
         .map_err(db_err)?;
         let id = tx.last_insert_rowid();
         if let Some(key) = idempotency_key {
-            tx.execute(
+            exec(
+                &tx,
                 "INSERT OR REPLACE INTO idempotency (key, task_id, expires_at) VALUES (?1, ?2, ?3)",
                 params![key, id, now.saturating_add(millis(key_ttl))],
             )
@@ -230,6 +248,7 @@ impl Store for SqliteStore {
             .map_err(db_err)?
             .ok_or_else(|| StoreError::new("inserted task not found"))?;
         tx.commit().map_err(db_err)?;
+        self.queued.fetch_add(1, Ordering::Relaxed);
         Ok(Submitted::Created(created))
     }
 
@@ -330,13 +349,15 @@ impl Store for SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_err)?;
-        tx.execute(
+        let dequeued = exec(
+            &tx,
             "UPDATE tasks SET state = 'cancelled', finished_at = ?2, updated_at = ?2 \
              WHERE id = ?1 AND state = 'queued'",
             params![id, now],
         )
         .map_err(db_err)?;
-        tx.execute(
+        exec(
+            &tx,
             "UPDATE tasks SET cancel_requested = 1, updated_at = ?2 \
              WHERE id = ?1 AND state = 'running' AND cancel_requested = 0",
             params![id, now],
@@ -344,6 +365,7 @@ impl Store for SqliteStore {
         .map_err(db_err)?;
         let task = get_in(&tx, id).map_err(db_err)?;
         tx.commit().map_err(db_err)?;
+        self.queued.fetch_sub(dequeued as u64, Ordering::Relaxed);
         Ok(task)
     }
 
@@ -359,14 +381,16 @@ impl Store for SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_err)?;
         // Leases that ran out: the process holding them died or stalled.
-        tx.execute(
+        exec(
+            &tx,
             "UPDATE tasks SET state = 'cancelled', finished_at = ?1, updated_at = ?1, \
              lease_owner = NULL, lease_until = NULL \
              WHERE state = 'running' AND lease_until < ?1 AND cancel_requested = 1",
             [now],
         )
         .map_err(db_err)?;
-        tx.execute(
+        exec(
+            &tx,
             "UPDATE tasks SET state = 'dead', finished_at = ?1, updated_at = ?1, \
              lease_owner = NULL, lease_until = NULL, \
              error = 'the lease of its last attempt ran out (the worker died or stalled)' \
@@ -386,6 +410,7 @@ impl Store for SqliteStore {
                 .map_err(db_err)?;
             rows.collect::<Result<_, _>>().map_err(db_err)?
         };
+        let expired = ids.len();
         if ids.len() < max {
             let mut stmt = tx
                 .prepare_cached(
@@ -402,7 +427,8 @@ impl Store for SqliteStore {
         }
         let mut claimed = Vec::with_capacity(ids.len());
         for id in ids {
-            tx.execute(
+            exec(
+                &tx,
                 "UPDATE tasks SET state = 'running', attempts = attempts + 1, progress = NULL, \
                  lease_owner = ?2, lease_until = ?3, started_at = ?4, updated_at = ?4 \
                  WHERE id = ?1",
@@ -414,6 +440,10 @@ impl Store for SqliteStore {
             }
         }
         tx.commit().map_err(db_err)?;
+        self.queued.fetch_sub(
+            (claimed.len().saturating_sub(expired)) as u64,
+            Ordering::Relaxed,
+        );
         Ok(claimed)
     }
 
@@ -429,13 +459,13 @@ impl Store for SqliteStore {
             .map_err(db_err)?;
         let mut stop = Vec::new();
         for claim in claims {
-            let renewed = tx
-                .execute(
-                    "UPDATE tasks SET lease_until = ?4 WHERE id = ?1 AND state = 'running' \
+            let renewed = exec(
+                &tx,
+                "UPDATE tasks SET lease_until = ?4 WHERE id = ?1 AND state = 'running' \
                      AND attempts = ?2 AND lease_owner = ?3 AND cancel_requested = 0",
-                    params![claim.id, claim.attempt, owner, until],
-                )
-                .map_err(db_err)?;
+                params![claim.id, claim.attempt, owner, until],
+            )
+            .map_err(db_err)?;
             if renewed == 0 {
                 stop.push(claim.clone());
             }
@@ -445,13 +475,13 @@ impl Store for SqliteStore {
     }
 
     fn progress(&self, claim: &Claim, progress: f64, now: Millis) -> Result<(), StoreError> {
-        self.conn()
-            .execute(
-                "UPDATE tasks SET progress = ?3, updated_at = ?4 \
+        exec(
+            &self.conn(),
+            "UPDATE tasks SET progress = ?3, updated_at = ?4 \
                  WHERE id = ?1 AND attempts = ?2 AND state = 'running'",
-                params![claim.id, claim.attempt, progress.clamp(0.0, 1.0), now],
-            )
-            .map_err(db_err)?;
+            params![claim.id, claim.attempt, progress.clamp(0.0, 1.0), now],
+        )
+        .map_err(db_err)?;
         Ok(())
     }
 
@@ -478,21 +508,26 @@ impl Store for SqliteStore {
             return Ok(None);
         };
         const END: &str = "lease_owner = NULL, lease_until = NULL, updated_at = ?2";
+        let requeued =
+            matches!(outcome, Outcome::Failed { retry: true, .. }) && attempts < max_attempts;
         match outcome {
-            Outcome::Succeeded(result) => tx.execute(
+            Outcome::Succeeded(result) => exec(
+                &tx,
                 &format!(
                     "UPDATE tasks SET state = 'succeeded', result = ?3, error = NULL, \
                      progress = 1.0, finished_at = ?2, {END} WHERE id = ?1"
                 ),
                 params![claim.id, now, result],
             ),
-            Outcome::Cancelled => tx.execute(
+            Outcome::Cancelled => exec(
+                &tx,
                 &format!(
                     "UPDATE tasks SET state = 'cancelled', finished_at = ?2, {END} WHERE id = ?1"
                 ),
                 params![claim.id, now],
             ),
-            Outcome::Failed { error, retry: true } if attempts < max_attempts => tx.execute(
+            Outcome::Failed { error, retry: true } if attempts < max_attempts => exec(
+                &tx,
                 &format!(
                     "UPDATE tasks SET state = 'queued', error = ?3, run_at = ?4, {END} \
                      WHERE id = ?1"
@@ -501,7 +536,8 @@ impl Store for SqliteStore {
             ),
             Outcome::Failed { error, retry } => {
                 let state = if *retry { "dead" } else { "failed" };
-                tx.execute(
+                exec(
+                    &tx,
                     &format!(
                         "UPDATE tasks SET state = ?4, error = ?3, finished_at = ?2, {END} \
                          WHERE id = ?1"
@@ -513,44 +549,40 @@ impl Store for SqliteStore {
         .map_err(db_err)?;
         let task = get_in(&tx, claim.id).map_err(db_err)?;
         tx.commit().map_err(db_err)?;
+        if requeued {
+            self.queued.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(task)
     }
 
     fn release(&self, claim: &Claim, now: Millis) -> Result<(), StoreError> {
-        self.conn()
-            .execute(
-                "UPDATE tasks SET state = 'queued', attempts = attempts - 1, run_at = ?3, \
+        let requeued = exec(
+            &self.conn(),
+            "UPDATE tasks SET state = 'queued', attempts = attempts - 1, run_at = ?3, \
                  lease_owner = NULL, lease_until = NULL, updated_at = ?3 \
                  WHERE id = ?1 AND attempts = ?2 AND state = 'running' AND cancel_requested = 0",
-                params![claim.id, claim.attempt, now],
-            )
-            .map_err(db_err)?;
+            params![claim.id, claim.attempt, now],
+        )
+        .map_err(db_err)?;
+        self.queued.fetch_add(requeued as u64, Ordering::Relaxed);
         Ok(())
     }
 
     fn purge(&self, finished_before: Millis, now: Millis) -> Result<u64, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(db_err)?;
-        let n = tx
-            .execute(
-                "DELETE FROM tasks WHERE finished_at IS NOT NULL AND finished_at < ?1",
-                [finished_before],
-            )
-            .map_err(db_err)?;
-        tx.execute("DELETE FROM idempotency WHERE expires_at <= ?1", [now])
-            .map_err(db_err)?;
+        let n = exec(
+            &tx,
+            "DELETE FROM tasks WHERE finished_at IS NOT NULL AND finished_at < ?1",
+            [finished_before],
+        )
+        .map_err(db_err)?;
+        exec(&tx, "DELETE FROM idempotency WHERE expires_at <= ?1", [now]).map_err(db_err)?;
         tx.commit().map_err(db_err)?;
         Ok(n as u64)
     }
 
     fn queued(&self) -> Result<u64, StoreError> {
-        self.conn()
-            .query_row(
-                "SELECT COUNT(*) FROM tasks WHERE state = 'queued'",
-                [],
-                |row| row.get::<_, i64>(0),
-            )
-            .map(|n| n as u64)
-            .map_err(db_err)
+        Ok(self.queued.load(Ordering::Relaxed))
     }
 }

@@ -49,6 +49,7 @@ fn a_task_survives_reopening_and_a_dead_lease_runs_it_again_with_attempts_counte
         // The store is dropped holding the lease: the process died.
     };
     let store = open(&dir);
+    assert_eq!(store.queued().unwrap(), 0, "counted again at open: it runs");
     // Within the lease nobody takes it.
     assert!(store.claim("b", 10, LEASE, 20_000).unwrap().is_empty());
     // After it, the next claim runs it again as attempt 2.
@@ -108,7 +109,9 @@ fn retryable_failures_back_off_then_the_task_is_dead() {
         error: "flaky".into(),
         retry: true,
     };
+    assert_eq!(store.queued().unwrap(), 1);
     store.claim("a", 1, LEASE, 0).unwrap();
+    assert_eq!(store.queued().unwrap(), 0);
     let retried = store
         .finish(
             &Claim {
@@ -122,6 +125,7 @@ fn retryable_failures_back_off_then_the_task_is_dead() {
         .unwrap()
         .unwrap();
     assert_eq!((retried.state, retried.run_at), (State::Queued, 10_100));
+    assert_eq!(store.queued().unwrap(), 1);
     // Not due before its backoff.
     assert!(store.claim("a", 1, LEASE, 5_000).unwrap().is_empty());
     assert_eq!(store.claim("a", 1, LEASE, 10_100).unwrap().len(), 1);
@@ -227,6 +231,8 @@ fn the_queue_bound_refuses_submits() {
         Submitted::QueueFull
     );
     assert_eq!(store.queued().unwrap(), 3);
+    drop(store);
+    assert_eq!(open(&dir).queued().unwrap(), 3, "counted again at open");
 }
 
 #[test]
@@ -240,6 +246,7 @@ fn cancel_ends_a_queued_task_and_marks_a_running_one() {
     );
     let cancelled = store.cancel(queued.id, 5).unwrap().unwrap();
     assert_eq!(cancelled.state, State::Cancelled);
+    assert_eq!(store.queued().unwrap(), 0);
     assert!(
         store.claim("a", 10, LEASE, 10).unwrap().is_empty(),
         "a cancelled task never runs"
