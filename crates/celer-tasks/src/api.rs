@@ -253,7 +253,11 @@ async fn submit(tasks: Tasks, mut req: Request) -> ApiResult {
         .await?;
     match submitted {
         Submitted::Created(task) => {
-            tasks.inner.wake.notify_one();
+            // A task due later is found by the runner's poll; waking it
+            // now would only scan the queue for nothing.
+            if task.run_at <= now {
+                tasks.inner.wake.notify_one();
+            }
             tasks.inner.publish(task.clone());
             Ok(with_task(StatusCode::CREATED, &req, &task))
         }
