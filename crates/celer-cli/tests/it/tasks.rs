@@ -73,7 +73,7 @@ fn a_kill_9_while_tasks_run_loses_no_task_and_each_ends_once() {
         ids.push(body["id"].as_i64().unwrap());
     }
     // Queued at the kill: due a little later.
-    let later = time_in(Duration::from_secs(3));
+    let later = time_in(Duration::from_secs(5));
     for n in 0..4 {
         let task = json!({"kind": "echo", "input": {"value": n}, "run_at": later});
         let (status, body) = call(port, "POST", "/tasks", Some(&task));
