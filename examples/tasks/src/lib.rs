@@ -35,7 +35,10 @@ pub struct PrimesOutput {
 pub const MAX_BELOW: u64 = 50_000_000;
 
 fn is_prime(n: u64) -> bool {
-    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| !n.is_multiple_of(d))
+    n >= 2
+        && (2..)
+            .take_while(|d| d * d <= n)
+            .all(|d| !n.is_multiple_of(d))
 }
 
 /// Counts primes below `below`; `tick` is told the fraction done every
