@@ -264,7 +264,7 @@ impl Kinds {
                     .await
                 {
                     Ok(result) => result,
-                    Err(err) if err.is_panic() => Err(TaskError::retry(err.to_string())),
+                    // A panic (retried like an async kind's) or a stopping pool.
                     Err(err) => Err(TaskError::retry(err.to_string())),
                 }
             }
