@@ -35,6 +35,15 @@ fn kinds() -> Kinds {
         ctx.progress(0.5);
         Ok(json!({ "doubled": input * 2, "attempt": ctx.attempt() }))
     });
+    kinds.register_blocking(
+        "boom-blocking",
+        |_input: Value, _ctx: &celer_tasks::Context| {
+            if true {
+                panic!("the blocking kind exploded");
+            }
+            Ok::<Value, TaskError>(Value::Null)
+        },
+    );
     // Ignores its cancel: dropped after the grace period.
     kinds.register("stubborn", |_input: Value, _ctx| async move {
         tokio::time::sleep(Duration::from_secs(600)).await;
