@@ -3,7 +3,9 @@
 //!
 //! - [`StaticSite`]: a directory served over GET and HEAD, with no way out
 //!   of its root;
-//! - [`Welcome`]: the embedded site `celer serve` shows without `--root`.
+//! - [`Welcome`]: the embedded site `celer serve` shows without `--root`;
+//! - [`tasks::with_tasks`]: the task API at `/tasks` beside a site
+//!   (`celer serve --tasks`).
 //!
 //! Both are thin users of `celer::files::Files` (a directory and an
 //! embedded bundle) and answer with `celer::Body`, whose size is exact for
@@ -20,6 +22,7 @@
 
 pub mod future;
 pub mod static_site;
+pub mod tasks;
 pub mod welcome;
 
 pub use celer::Body;

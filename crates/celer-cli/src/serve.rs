@@ -205,6 +205,39 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "OCTAL", value_parser = octal_mode)]
     unix_mode: Option<u32>,
 
+    /// Mount the task API at /tasks (submit, watch, cancel, fetch results
+    /// of long-running tasks; the built-in `echo` kind), beside the site.
+    #[arg(long, help_heading = "Tasks")]
+    tasks: bool,
+
+    /// Directory of the task store (SQLite), created when missing.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "celer-data",
+        requires = "tasks",
+        help_heading = "Tasks"
+    )]
+    data_dir: PathBuf,
+
+    /// How long a running task's lease lasts: after a crash, its tasks run
+    /// again once their leases have run out.
+    #[arg(long, value_name = "SECS", default_value_t = Secs(celer_tasks::limits::DEFAULT_LEASE),
+          requires = "tasks", help_heading = "Tasks")]
+    task_lease: Secs,
+
+    /// A task kind that runs a program: NAME=ARGV, ARGV a JSON array of
+    /// strings (e.g. 'thumb=["/usr/local/bin/thumb","--size","128"]'). The
+    /// task's input goes to its stdin as JSON, its stdout is the result;
+    /// no shell, the environment cleared. Repeatable.
+    #[arg(
+        long,
+        value_name = "NAME=ARGV",
+        requires = "tasks",
+        help_heading = "Tasks"
+    )]
+    task_command: Vec<String>,
+
     #[command(flatten)]
     tls: TlsArgs,
 
@@ -299,14 +332,69 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if !redirects.is_empty() {
         ready.push_str(&format!("; redirecting {} to HTTPS", redirects.join(", ")));
     }
-    let signal = shutdown_signal(ready, tls);
-    match site {
-        Some(site) => bound.run(site, signal),
-        None => bound.run(Welcome::new(), signal),
+    let tasks = match args.tasks {
+        true => Some(open_tasks(args)?),
+        false => None,
+    };
+    if tasks.is_some() {
+        ready.push_str(&format!(
+            "; tasks at /tasks, stored in {}",
+            args.data_dir.display()
+        ));
     }
-    .context("server failed")?;
+    let signal = shutdown_signal(ready, tls);
+    let served = match (&tasks, site) {
+        (Some(tasks), Some(site)) => celer_apps::tasks::with_tasks(tasks, site).run(bound, signal),
+        (Some(tasks), None) => {
+            celer_apps::tasks::with_tasks(tasks, Welcome::new()).run(bound, signal)
+        }
+        (None, Some(site)) => bound.run(site, signal),
+        (None, None) => bound.run(Welcome::new(), signal),
+    };
+    if let Some(tasks) = tasks {
+        // Running tasks go back to the store for the next start.
+        tasks.shutdown();
+    }
+    served.context("server failed")?;
     tracing::info!(target: "celer::serve", "stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens the task store in `data_dir` and starts its runner, with the
+/// built-in kinds.
+fn open_tasks(args: &ServeArgs) -> anyhow::Result<celer_tasks::Tasks> {
+    if args.task_lease.0.is_zero() {
+        return Err(Usage("--task-lease must be at least 1 second".to_owned()).into());
+    }
+    let mut kinds = celer_tasks::Kinds::new();
+    for spec in &args.task_command {
+        let (name, command) = task_command(spec, &kinds)
+            .map_err(|err| Usage(format!("--task-command {spec:?}: {err}")))?;
+        kinds.register_command(&name, command);
+    }
+    let mut config = celer_tasks::TasksConfig::new(&args.data_dir);
+    config.lease = args.task_lease.0;
+    celer_tasks::Tasks::open(config, kinds)
+        .with_context(|| format!("cannot open the task store in {}", args.data_dir.display()))
+}
+
+/// Parses `NAME=["argv0", "arg", ...]`.
+fn task_command(
+    spec: &str,
+    kinds: &celer_tasks::Kinds,
+) -> Result<(String, celer_tasks::CommandKind), String> {
+    let (name, argv) = spec
+        .split_once('=')
+        .ok_or("expected NAME=ARGV, ARGV a JSON array of strings")?;
+    if !kinds.is_free_name(name) {
+        return Err(format!(
+            "{name:?} is taken or not a kind name (ASCII letters, digits, '-', '_', '.')"
+        ));
+    }
+    let argv: Vec<String> = serde_json::from_str(argv)
+        .map_err(|err| format!("ARGV is not a JSON array of strings: {err}"))?;
+    let command = celer_tasks::CommandKind::new(argv).ok_or("ARGV is empty")?;
+    Ok((name.to_owned(), command))
 }
 
 /// The engine configured from the command line.

@@ -38,6 +38,8 @@
 //!   cleanly.
 //! - [`test`](mod@test) calls an app in memory ([`test::TestClient`]) or over a
 //!   loopback socket ([`test::TestServer`]).
+//! - [`dispatch`] runs blocking or CPU-heavy work on a bounded pool of
+//!   threads: a full queue answers `503` with `Retry-After`, a panic `500`.
 //! - [`sse`] pushes server-sent events: [`sse::EventStream`] responses and
 //!   a broadcast [`sse::Hub`] with `Last-Event-ID` resume and bounded
 //!   memory.
@@ -200,6 +202,7 @@
 
 pub mod app;
 mod body;
+pub mod dispatch;
 mod error;
 pub mod extract;
 pub mod files;

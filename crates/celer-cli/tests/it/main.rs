@@ -14,6 +14,7 @@ mod inherited;
 mod serve_static;
 mod shutdown;
 mod support;
+mod tasks;
 mod tidy;
 mod tls;
 mod welcome;

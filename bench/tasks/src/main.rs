@@ -1,0 +1,225 @@
+//! The task API end to end, in one process: the server (the framework on
+//! one runtime thread, the task runner and store threads) and a client on
+//! its own runtime thread, talking HTTP/1.1 keep-alive over loopback.
+//!
+//! Run with `bench/tasks/run`. Scenarios, repeated, medians on stderr, a CSV
+//! row per run on stdout:
+//!
+//! - `e2e`: N no-op tasks (`echo` of `null`, no delay) submitted by 32
+//!   connections; the time from the first submit until every task is
+//!   `succeeded` (result stored), as tasks per second. Every state change
+//!   is a committed transaction (WAL, `synchronous = NORMAL`).
+//! - `submit-empty` and `submit-10k`: 10,000 submits of tasks due far in the
+//!   future (nothing runs) into an empty store and into one holding 10,000
+//!   queued tasks; the server's CPU per submit (its threads' utime+stime
+//!   from /proc, the client's thread excluded).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use celer::App;
+use celer::serve::Shutdown;
+use celer_tasks::{Kinds, Tasks, TasksConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const CONNS: usize = 32;
+/// Submits measured per submit-cost run (CPU time is read in 10 ms ticks).
+const SUBMITS: usize = 10_000;
+
+/// A keep-alive client connection.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).unwrap();
+        Conn { stream, buf: Vec::with_capacity(8192) }
+    }
+
+    /// One request; the status and body.
+    async fn call(&mut self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        self.stream.write_all(req.as_bytes()).await.unwrap();
+        loop {
+            if let Some(end) = find(&self.buf, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&self.buf[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if self.buf.len() >= end + 4 + len {
+                    let status = head[9..12].parse().unwrap();
+                    let body = self.buf[end + 4..end + 4 + len].to_vec();
+                    self.buf.drain(..end + 4 + len);
+                    return (status, body);
+                }
+            }
+            let mut chunk = [0u8; 8192];
+            let n = self.stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "server closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// CPU seconds of this process's threads whose names start with one of
+/// `prefixes`.
+fn cpu_of(prefixes: &[&str]) -> f64 {
+    let ticks = 100.0; // USER_HZ on Linux.
+    let mut total = 0.0;
+    for entry in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let name = &stat[open + 1..close];
+        if !prefixes.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let utime: f64 = fields[11].parse().unwrap_or(0.0);
+        let stime: f64 = fields[12].parse().unwrap_or(0.0);
+        total += (utime + stime) / ticks;
+    }
+    total
+}
+
+const SERVER_THREADS: [&str; 3] = ["srv", "celer-tasks", "celer-dispatch"];
+
+struct Server {
+    addr: SocketAddr,
+    tasks: Tasks,
+    shutdown: Shutdown,
+    thread: std::thread::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+fn start_server() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = TasksConfig::new(dir.path());
+    config.concurrency = 256;
+    let tasks = Tasks::open(config, Kinds::new()).unwrap();
+    let mut app = App::new();
+    app.mount("/tasks", tasks.app());
+    let bound = celer::serve::bind("tcp://127.0.0.1:0").unwrap();
+    let addr = bound.tcp_addr().unwrap();
+    let shutdown = Shutdown::new();
+    let stop = shutdown.clone();
+    let thread = std::thread::Builder::new()
+        .name("srv".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(app.serve(bound, stop)).unwrap();
+        })
+        .unwrap();
+    Server { addr, tasks, shutdown, thread, _dir: dir }
+}
+
+impl Server {
+    fn stop(self) {
+        self.shutdown.trigger();
+        self.thread.join().unwrap();
+        self.tasks.shutdown();
+    }
+}
+
+async fn submit_all(addr: SocketAddr, n: usize, body: &'static str) {
+    let mut workers = Vec::new();
+    for w in 0..CONNS {
+        let share = n / CONNS + usize::from(w < n % CONNS);
+        workers.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr).await;
+            for _ in 0..share {
+                let (status, body) = conn.call("POST", "/tasks", body).await;
+                assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+}
+
+async fn succeeded(addr: SocketAddr) -> u64 {
+    let mut conn = Conn::open(addr).await;
+    let (_, body) = conn.call("GET", "/tasks/stats", "").await;
+    let text = String::from_utf8(body).unwrap();
+    let at = text.find("\"succeeded\":").unwrap() + "\"succeeded\":".len();
+    text[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
+fn e2e(client: &tokio::runtime::Runtime, n: usize) -> f64 {
+    let server = start_server();
+    let addr = server.addr;
+    let rate = client.block_on(async move {
+        let start = Instant::now();
+        submit_all(addr, n, r#"{"kind":"echo","input":{"value":null}}"#).await;
+        while succeeded(addr).await < n as u64 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        n as f64 / start.elapsed().as_secs_f64()
+    });
+    server.stop();
+    rate
+}
+
+const FUTURE: &str = r#"{"kind":"echo","input":{"value":null},"run_at":"2999-01-01T00:00:00Z"}"#;
+
+fn submit_cost(client: &tokio::runtime::Runtime, prefill: usize, n: usize) -> f64 {
+    let server = start_server();
+    let addr = server.addr;
+    client.block_on(submit_all(addr, prefill, FUTURE));
+    let before = cpu_of(&SERVER_THREADS);
+    client.block_on(submit_all(addr, n, FUTURE));
+    let per = (cpu_of(&SERVER_THREADS) - before) / n as f64;
+    server.stop();
+    per * 1e6
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut repeats = 3;
+    let mut n = 20_000;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--repeats" => repeats = args.next().unwrap().parse().unwrap(),
+            "--tasks" => n = args.next().unwrap().parse().unwrap(),
+            other => panic!("unknown argument {other}; usage: tasks-bench [--repeats N] [--tasks N]"),
+        }
+    }
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("client")
+        .build()
+        .unwrap();
+    println!("repeat,scenario,value,unit");
+    let (mut rates, mut empty, mut full) = (Vec::new(), Vec::new(), Vec::new());
+    for repeat in 0..repeats {
+        let rate = e2e(&client, n);
+        println!("{repeat},e2e,{rate:.0},tasks/s");
+        let cost_empty = submit_cost(&client, 0, SUBMITS);
+        println!("{repeat},submit-empty,{cost_empty:.1},server CPU µs per submit");
+        let cost_full = submit_cost(&client, 10_000, SUBMITS);
+        println!("{repeat},submit-10k,{cost_full:.1},server CPU µs per submit");
+        rates.push(rate);
+        empty.push(cost_empty);
+        full.push(cost_full);
+    }
+    let (e, f) = (median(empty), median(full));
+    eprintln!("e2e no-op tasks ({n}, {CONNS} connections): {:.0} tasks/s (median of {repeats})", median(rates));
+    eprintln!("submit, server CPU: empty queue {e:.1} µs, 10,000 queued {f:.1} µs: ratio {:.2}", f / e);
+}

@@ -1,0 +1,38 @@
+//! The task API beside a site: `celer serve --tasks` mounts
+//! `celer_tasks`' API at `/tasks` and serves the site everywhere else.
+
+use std::convert::Infallible;
+
+use celer::{App, Body, Request};
+use celer_tasks::Tasks;
+use tower_service::Service;
+
+/// Where `celer serve --tasks` mounts the task API.
+pub const TASKS_PREFIX: &str = "/tasks";
+
+/// An app with the task API at [`TASKS_PREFIX`] and `site` answering every
+/// other `GET` (and `HEAD`) request.
+pub fn with_tasks<S>(tasks: &Tasks, site: S) -> App
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send,
+{
+    let mut app = App::new();
+    app.mount(TASKS_PREFIX, tasks.app());
+    let forward = move |req: Request| {
+        let mut site = site.clone();
+        async move {
+            match site.call(req.into_http()).await {
+                Ok(res) => res,
+                Err(never) => match never {},
+            }
+        }
+    };
+    app.get("/", forward.clone());
+    app.get("/<path:rest>", forward);
+    app
+}

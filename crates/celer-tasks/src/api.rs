@@ -1,0 +1,423 @@
+//! The HTTP API: a `celer::App` to mount (at `/tasks` in `celer serve`).
+//!
+//! | method and path | answer |
+//! | --- | --- |
+//! | `POST /` | `201` + `Location` + the task; `200` for a known `Idempotency-Key` with the same submission, `422` with another |
+//! | `GET /` | the tasks, newest first: `?state=a,b&kind=k&limit=n&cursor=c`, with `next_cursor` |
+//! | `GET /stats` | counts by state and kind, wait and run time percentiles |
+//! | `GET /<id>` | the task |
+//! | `GET /<id>/result` | the result (`ETag`, `304` on `If-None-Match`); `409` before success |
+//! | `POST /<id>/cancel` | `202` with the task (a queued task is cancelled; a running one is asked to stop) |
+//! | `GET /<id>/events` | server-sent events: the task after each change, until it is final |
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use celer::response::Json;
+use celer::sse::{Event, EventStream};
+use celer::{App, IntoResponse, Request, Response};
+use futures_util::StreamExt;
+use http::{HeaderValue, StatusCode, header};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::limits;
+use crate::model::{
+    ListFilter, NewTask, Submitted, Task, TaskId, now_millis, parse_rfc3339, rfc3339,
+};
+use crate::tasks::{CallError, Tasks};
+
+/// Route name of one task, for `Location` and links.
+pub const TASK_ROUTE: &str = "celer_tasks.task";
+
+/// An API error: a status, a message in a JSON body, maybe `Retry-After`.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    fn busy(message: &str) -> ApiError {
+        ApiError {
+            retry_after: Some(1),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+        }
+    }
+}
+
+impl From<CallError> for ApiError {
+    fn from(err: CallError) -> Self {
+        match err {
+            CallError::Busy(err) if err.is_overloaded() => ApiError::busy("task store is busy"),
+            CallError::Busy(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "task API is stopping")
+            }
+            CallError::Store(err) => {
+                tracing::error!(target: "celer::tasks", error = %err, "task store failed");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "task store failed")
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut res = (self.status, Json(json!({ "error": self.message }))).into_response();
+        if let Some(secs) = self.retry_after {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        res
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+/// A submission as posted.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Submit {
+    kind: String,
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    priority: i32,
+    run_at: Option<String>,
+    timeout_ms: Option<u64>,
+    max_attempts: Option<u32>,
+}
+
+/// `GET /` query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    kind: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<TaskId>,
+}
+
+/// The task API as an app to mount, e.g. `app.mount("/tasks", tasks.app())`.
+pub fn app(tasks: &Tasks) -> App {
+    let mut app = App::new();
+    app.body_limit(limits::MAX_SUBMIT_BYTES);
+    let t = tasks.clone();
+    app.post("", move |req| submit(t.clone(), req));
+    let t = tasks.clone();
+    app.get("", move |req| list(t.clone(), req));
+    let t = tasks.clone();
+    app.get("/stats", move |_req| stats(t.clone()));
+    let t = tasks.clone();
+    app.get("/<int:id>", move |req| show(t.clone(), req))
+        .name(TASK_ROUTE);
+    let t = tasks.clone();
+    app.get("/<int:id>/result", move |req| result(t.clone(), req));
+    let t = tasks.clone();
+    app.post("/<int:id>/cancel", move |req| cancel(t.clone(), req));
+    let t = tasks.clone();
+    app.get("/<int:id>/events", move |req| events(t.clone(), req));
+    app
+}
+
+/// The task as JSON.
+pub fn task_json(task: &Task) -> Value {
+    let input: Value = serde_json::from_str(&task.input).unwrap_or(Value::Null);
+    json!({
+        "id": task.id,
+        "kind": task.kind,
+        "state": task.state,
+        "input": input,
+        "priority": task.priority,
+        "run_at": rfc3339(task.run_at),
+        "timeout_ms": task.timeout_ms,
+        "max_attempts": task.max_attempts,
+        "attempts": task.attempts,
+        "progress": task.progress,
+        "error": task.error,
+        "cancel_requested": task.cancel_requested,
+        "has_result": task.has_result,
+        "created_at": rfc3339(task.created_at),
+        "started_at": task.started_at.map(rfc3339),
+        "finished_at": task.finished_at.map(rfc3339),
+        "updated_at": rfc3339(task.updated_at),
+    })
+}
+
+fn id_of(req: &Request) -> Result<TaskId, ApiError> {
+    req.param("id")
+        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, "no such task"))
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such task")
+}
+
+fn unprocessable(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message)
+}
+
+/// Checks a submission against the kinds and the limits.
+fn check(tasks: &Tasks, submit: Submit, now: i64) -> Result<NewTask, ApiError> {
+    let kind = tasks
+        .kinds()
+        .get(&submit.kind)
+        .ok_or_else(|| unprocessable(format!("unknown kind {:?}", submit.kind)))?;
+    let input = submit.input.to_string();
+    kind.check(&input)
+        .map_err(|err| unprocessable(format!("invalid input for kind {:?}: {err}", submit.kind)))?;
+    let run_at = match &submit.run_at {
+        Some(text) => parse_rfc3339(text)
+            .ok_or_else(|| unprocessable("run_at is not an RFC 3339 date-time"))?,
+        None => now,
+    };
+    let max_timeout = limits::MAX_TIMEOUT.as_millis() as u64;
+    let timeout_ms = submit
+        .timeout_ms
+        .unwrap_or(limits::DEFAULT_TIMEOUT.as_millis() as u64);
+    if timeout_ms == 0 || timeout_ms > max_timeout {
+        return Err(unprocessable(format!(
+            "timeout_ms must be between 1 and {max_timeout}"
+        )));
+    }
+    let max_attempts = submit.max_attempts.unwrap_or(limits::DEFAULT_MAX_ATTEMPTS);
+    if max_attempts == 0 || max_attempts > limits::MAX_ATTEMPTS {
+        return Err(unprocessable(format!(
+            "max_attempts must be between 1 and {}",
+            limits::MAX_ATTEMPTS
+        )));
+    }
+    Ok(NewTask {
+        kind: submit.kind,
+        input,
+        priority: submit.priority,
+        run_at,
+        timeout_ms: timeout_ms as i64,
+        max_attempts,
+    })
+}
+
+fn idempotency_key(req: &Request) -> Result<Option<String>, ApiError> {
+    let Some(value) = req.headers().get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|key| !key.is_empty() && key.len() <= limits::MAX_IDEMPOTENCY_KEY_BYTES)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "Idempotency-Key must be 1 to {} visible ASCII characters",
+                    limits::MAX_IDEMPOTENCY_KEY_BYTES
+                ),
+            )
+        })?;
+    Ok(Some(key.to_owned()))
+}
+
+fn with_task(status: StatusCode, req: &Request, task: &Task) -> Response {
+    let mut res = (status, Json(task_json(task))).into_response();
+    if let Ok(url) = req.url_for(TASK_ROUTE, &[("id", &task.id)])
+        && let Ok(value) = HeaderValue::from_str(&url)
+    {
+        res.headers_mut().insert(header::LOCATION, value);
+    }
+    res
+}
+
+async fn submit(tasks: Tasks, mut req: Request) -> ApiResult {
+    let key = idempotency_key(&req)?;
+    let body: Submit = match req.json().await {
+        Ok(body) => body,
+        Err(rejection) => {
+            return Err(ApiError::new(rejection.status(), rejection.to_string()));
+        }
+    };
+    let now = now_millis();
+    let new = check(&tasks, body, now)?;
+    let ttl = tasks.inner.config.idempotency_ttl;
+    let max_queued = tasks.inner.config.max_queued;
+    let submitted = tasks
+        .call(move |store| store.submit(&new, key.as_deref(), ttl, max_queued, now))
+        .await?;
+    match submitted {
+        Submitted::Created(task) => {
+            // A task due later is found by the runner's poll; waking it
+            // now would only scan the queue for nothing.
+            if task.run_at <= now {
+                tasks.inner.wake.notify_one();
+            }
+            tasks.inner.publish(task.clone());
+            Ok(with_task(StatusCode::CREATED, &req, &task))
+        }
+        Submitted::Existing(task) => Ok(with_task(StatusCode::OK, &req, &task)),
+        Submitted::KeyConflict => Err(unprocessable(
+            "Idempotency-Key was used with another submission",
+        )),
+        Submitted::QueueFull => Err(ApiError::busy("too many queued tasks")),
+    }
+}
+
+async fn show(tasks: Tasks, req: Request) -> ApiResult {
+    let id = id_of(&req)?;
+    let task = tasks
+        .call(move |store| store.get(id))
+        .await?
+        .ok_or_else(not_found)?;
+    Ok(Json(task_json(&task)).into_response())
+}
+
+async fn result(tasks: Tasks, req: Request) -> ApiResult {
+    let id = id_of(&req)?;
+    let (task, result) = tasks
+        .call(move |store| Ok((store.get(id)?, store.result(id)?)))
+        .await?;
+    let task = task.ok_or_else(not_found)?;
+    let Some(result) = result else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("task is {}, it has no result", task.state),
+        ));
+    };
+    // A result never changes once stored: the task's id names it.
+    let etag = format!("\"task-{id}\"");
+    let matches = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let mut res = if matches {
+        // RFC 9110 §13.1.2: If-None-Match on GET answers 304.
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let mut res = result.into_response();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        res
+    };
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        res.headers_mut().insert(header::ETAG, value);
+    }
+    Ok(res)
+}
+
+async fn cancel(tasks: Tasks, req: Request) -> ApiResult {
+    let id = id_of(&req)?;
+    let task = tasks
+        .call(move |store| store.cancel(id, now_millis()))
+        .await?
+        .ok_or_else(not_found)?;
+    if task.cancel_requested
+        && let Some(run) = crate::runner::lock(&tasks.inner.running).get(&id)
+    {
+        run.cancel.set();
+    }
+    if task.state.is_final() {
+        tasks.inner.publish(task.clone());
+    }
+    Ok((StatusCode::ACCEPTED, Json(task_json(&task))).into_response())
+}
+
+async fn list(tasks: Tasks, req: Request) -> ApiResult {
+    let query: ListQuery = req
+        .query()
+        .map_err(|err| ApiError::new(StatusCode::BAD_REQUEST, err.to_string()))?;
+    let mut filter = ListFilter {
+        kind: query.kind,
+        before: query.cursor,
+        limit: query
+            .limit
+            .unwrap_or(limits::DEFAULT_PAGE)
+            .clamp(1, limits::MAX_PAGE),
+        ..ListFilter::default()
+    };
+    if let Some(states) = query.state {
+        for name in states.split(',').filter(|s| !s.is_empty()) {
+            filter.states.push(
+                name.parse()
+                    .map_err(|err: String| ApiError::new(StatusCode::BAD_REQUEST, err))?,
+            );
+        }
+    }
+    let limit = filter.limit;
+    let found = tasks.call(move |store| store.list(&filter)).await?;
+    let next = (found.len() == limit)
+        .then(|| found.last().map(|t| t.id))
+        .flatten();
+    let items: Vec<Value> = found.iter().map(task_json).collect();
+    Ok(Json(json!({ "tasks": items, "next_cursor": next })).into_response())
+}
+
+async fn stats(tasks: Tasks) -> ApiResult {
+    let stats = tasks
+        .call(|store| store.stats(limits::STATS_WINDOW))
+        .await?;
+    Ok(Json(stats).into_response())
+}
+
+async fn events(tasks: Tasks, req: Request) -> ApiResult {
+    let id = id_of(&req)?;
+    let Ok(permit) = tasks.inner.streams.clone().try_acquire_owned() else {
+        return Err(ApiError::busy("too many event streams"));
+    };
+    // Subscribe before reading, so no change falls between the two.
+    let receiver = tasks.inner.events.subscribe();
+    let first = tasks
+        .call(move |store| store.get(id))
+        .await?
+        .ok_or_else(not_found)?;
+    let state = (
+        Some(Arc::new(first)),
+        receiver,
+        tasks.clone(),
+        false,
+        permit,
+    );
+    let stream = futures_util::stream::unfold(
+        state,
+        move |(next, mut rx, tasks, done, permit)| async move {
+            if done {
+                return None;
+            }
+            let task = match next {
+                Some(task) => task,
+                None => loop {
+                    match rx.recv().await {
+                        Ok(task) if task.id == id => break task,
+                        Ok(_) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            match tasks.call(move |store| store.get(id)).await {
+                                Ok(Some(task)) => break Arc::new(task),
+                                _ => return None,
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    }
+                },
+            };
+            let event = Event::new()
+                .event("task")
+                .id(format!("{}-{}", task.updated_at, task.attempts))
+                .json(&task_json(&task))
+                .unwrap_or_else(|_| Event::new().event("task"));
+            let done = task.state.is_final();
+            Some((event, (None, rx, tasks, done, permit)))
+        },
+    );
+    Ok(EventStream::new(&req, stream.boxed())
+        .heartbeat(Duration::from_secs(15))
+        .into_response())
+}

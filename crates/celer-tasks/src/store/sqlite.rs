@@ -1,0 +1,588 @@
+//! `SqliteStore`: the embedded store, one SQLite database in WAL mode under
+//! the data directory, one committed transaction per state change.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+
+use super::{Claim, Store, StoreError};
+use crate::model::{
+    ListFilter, Millis, NewTask, Outcome, Percentiles, Stats, Submitted, Task, TaskId, millis,
+};
+
+/// The database's file name inside the data directory.
+pub const DB_FILE: &str = "tasks.sqlite3";
+
+/// What a commit survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A commit survives the process dying (kill -9, a panic, OOM); the last
+    /// commits before a power loss or kernel crash may be lost. SQLite's
+    /// `synchronous = NORMAL` in WAL mode: no fsync per commit.
+    #[default]
+    Process,
+    /// A commit survives a power loss too: `synchronous = FULL`, an fsync
+    /// of the log per commit.
+    PowerLoss,
+}
+
+/// The SQLite store. One connection, used by one thread at a time.
+#[derive(Debug)]
+pub struct SqliteStore {
+    /// The connection; every method takes it for the length of one
+    /// transaction.
+    conn: Mutex<Connection>,
+    /// Tasks in the `queued` state: counted at open, then kept by each
+    /// transaction that moves one in or out (under the connection's lock,
+    /// after its commit), so a submit does not count the queue.
+    queued: AtomicU64,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tasks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    input TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    run_at INTEGER NOT NULL,
+    timeout_ms INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    progress REAL,
+    error TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    result TEXT,
+    lease_owner TEXT,
+    lease_until INTEGER,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_due ON tasks (state, priority DESC, run_at, id);
+CREATE INDEX IF NOT EXISTS tasks_lease ON tasks (state, lease_until);
+CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (finished_at);
+CREATE INDEX IF NOT EXISTS tasks_kind ON tasks (kind, id);
+CREATE TABLE IF NOT EXISTS idempotency (
+    key TEXT PRIMARY KEY,
+    task_id INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
+";
+
+macro_rules! columns {
+    () => {
+        "id, kind, input, priority, run_at, timeout_ms, max_attempts, state, attempts, progress, \
+         error, cancel_requested, result IS NOT NULL, created_at, started_at, finished_at, \
+         updated_at"
+    };
+}
+
+const COLUMNS: &str = columns!();
+const GET: &str = concat!("SELECT ", columns!(), " FROM tasks WHERE id = ?1");
+
+// By value: it is the argument of `map_err`.
+#[allow(clippy::needless_pass_by_value)]
+fn db_err(err: rusqlite::Error) -> StoreError {
+    StoreError::new(err.to_string())
+}
+
+fn task_of(row: &Row<'_>) -> rusqlite::Result<Task> {
+    let state: String = row.get(7)?;
+    Ok(Task {
+        id: row.get(0)?,
+        kind: row.get(1)?,
+        input: row.get(2)?,
+        priority: row.get(3)?,
+        run_at: row.get(4)?,
+        timeout_ms: row.get(5)?,
+        max_attempts: row.get(6)?,
+        state: state.parse().map_err(|err: String| {
+            rusqlite::Error::FromSqlConversionFailure(7, rusqlite::types::Type::Text, err.into())
+        })?,
+        attempts: row.get(8)?,
+        progress: row.get(9)?,
+        error: row.get(10)?,
+        cancel_requested: row.get(11)?,
+        has_result: row.get(12)?,
+        created_at: row.get(13)?,
+        started_at: row.get(14)?,
+        finished_at: row.get(15)?,
+        updated_at: row.get(16)?,
+    })
+}
+
+fn get_in(conn: &Connection, id: TaskId) -> rusqlite::Result<Option<Task>> {
+    conn.prepare_cached(GET)?
+        .query_row([id], task_of)
+        .optional()
+}
+
+/// Runs `sql` through the connection's statement cache: a statement is
+/// compiled once per connection, not once per call.
+fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// Whether `task` is the submission `new` (the same body under one key).
+fn same_submission(task: &Task, new: &NewTask) -> bool {
+    let input = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
+    task.kind == new.kind
+        && input(&task.input) == input(&new.input)
+        && task.priority == new.priority
+        && task.timeout_ms == new.timeout_ms
+        && task.max_attempts == new.max_attempts
+}
+
+// ===== impl SqliteStore =====
+
+impl SqliteStore {
+    /// Opens (creating when missing) the store in `data_dir`, itself created
+    /// when missing.
+    pub fn open(data_dir: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|err| StoreError::new(format!("{}: {err}", data_dir.display())))?;
+        let conn = Connection::open(data_dir.join(DB_FILE)).map_err(db_err)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(db_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::new(format!(
+                "the database refused WAL mode ({mode})"
+            )));
+        }
+        let synchronous = match durability {
+            Durability::Process => "NORMAL",
+            Durability::PowerLoss => "FULL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {synchronous}; PRAGMA busy_timeout = 5000; {SCHEMA}"
+        ))
+        .map_err(db_err)?;
+        let queued: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM tasks WHERE state = 'queued'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(db_err)?;
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+            queued: AtomicU64::new(queued as u64),
+        })
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Store for SqliteStore {
+    fn submit(
+        &self,
+        task: &NewTask,
+        idempotency_key: Option<&str>,
+        key_ttl: Duration,
+        max_queued: u64,
+        now: Millis,
+    ) -> Result<Submitted, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        if let Some(key) = idempotency_key {
+            let known: Option<TaskId> = tx
+                .query_row(
+                    "SELECT task_id FROM idempotency WHERE key = ?1 AND expires_at > ?2",
+                    params![key, now],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(db_err)?;
+            if let Some(id) = known {
+                // The task may have been purged while its key lives on: then
+                // the key is free again.
+                if let Some(existing) = get_in(&tx, id).map_err(db_err)? {
+                    return Ok(if same_submission(&existing, task) {
+                        Submitted::Existing(existing)
+                    } else {
+                        Submitted::KeyConflict
+                    });
+                }
+            }
+        }
+        if self.queued.load(Ordering::Relaxed) >= max_queued {
+            return Ok(Submitted::QueueFull);
+        }
+        exec(
+            &tx,
+            "INSERT INTO tasks (kind, input, priority, run_at, timeout_ms, max_attempts, state, \
+             created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?7)",
+            params![
+                task.kind,
+                task.input,
+                task.priority,
+                task.run_at,
+                task.timeout_ms,
+                task.max_attempts,
+                now
+            ],
+        )
+        .map_err(db_err)?;
+        let id = tx.last_insert_rowid();
+        if let Some(key) = idempotency_key {
+            exec(
+                &tx,
+                "INSERT OR REPLACE INTO idempotency (key, task_id, expires_at) VALUES (?1, ?2, ?3)",
+                params![key, id, now.saturating_add(millis(key_ttl))],
+            )
+            .map_err(db_err)?;
+        }
+        let created = get_in(&tx, id)
+            .map_err(db_err)?
+            .ok_or_else(|| StoreError::new("inserted task not found"))?;
+        tx.commit().map_err(db_err)?;
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        Ok(Submitted::Created(created))
+    }
+
+    fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError> {
+        get_in(&self.conn(), id).map_err(db_err)
+    }
+
+    fn result(&self, id: TaskId) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT result FROM tasks WHERE id = ?1 AND state = 'succeeded'",
+                [id],
+                |row| row.get(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(db_err)
+    }
+
+    fn list(&self, filter: &ListFilter) -> Result<Vec<Task>, StoreError> {
+        let mut sql = format!("SELECT {COLUMNS} FROM tasks WHERE id < ?1");
+        let mut args: Vec<rusqlite::types::Value> = vec![filter.before.unwrap_or(i64::MAX).into()];
+        if let Some(kind) = &filter.kind {
+            args.push(kind.clone().into());
+            sql.push_str(&format!(" AND kind = ?{}", args.len()));
+        }
+        if !filter.states.is_empty() {
+            let mut marks = Vec::new();
+            for state in &filter.states {
+                args.push(state.as_str().to_owned().into());
+                marks.push(format!("?{}", args.len()));
+            }
+            sql.push_str(&format!(" AND state IN ({})", marks.join(", ")));
+        }
+        args.push((filter.limit as i64).into());
+        sql.push_str(&format!(" ORDER BY id DESC LIMIT ?{}", args.len()));
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&sql).map_err(db_err)?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args), task_of)
+            .map_err(db_err)?;
+        rows.collect::<Result<_, _>>().map_err(db_err)
+    }
+
+    fn stats(&self, window: usize) -> Result<Stats, StoreError> {
+        let conn = self.conn();
+        let mut stats = Stats::default();
+        for state in crate::model::STATES {
+            stats.by_state.insert(state.as_str().to_owned(), 0);
+        }
+        let mut stmt = conn
+            .prepare_cached("SELECT kind, state, COUNT(*) FROM tasks GROUP BY kind, state")
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            })
+            .map_err(db_err)?;
+        for row in rows {
+            let (kind, state, n) = row.map_err(db_err)?;
+            *stats.by_state.entry(state.clone()).or_default() += n as u64;
+            *stats
+                .by_kind
+                .entry(kind)
+                .or_insert_with(BTreeMap::new)
+                .entry(state)
+                .or_default() += n as u64;
+        }
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT started_at - created_at, finished_at - started_at FROM tasks \
+                 WHERE finished_at IS NOT NULL AND started_at IS NOT NULL \
+                 ORDER BY finished_at DESC LIMIT ?1",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([window as i64], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+            })
+            .map_err(db_err)?;
+        let (mut waits, mut runs) = (Vec::new(), Vec::new());
+        for row in rows {
+            let (wait, run) = row.map_err(db_err)?;
+            waits.push(wait.max(0));
+            runs.push(run.max(0));
+        }
+        stats.wait_ms = Percentiles::of(&mut waits);
+        stats.run_ms = Percentiles::of(&mut runs);
+        Ok(stats)
+    }
+
+    fn cancel(&self, id: TaskId, now: Millis) -> Result<Option<Task>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        let dequeued = exec(
+            &tx,
+            "UPDATE tasks SET state = 'cancelled', finished_at = ?2, updated_at = ?2 \
+             WHERE id = ?1 AND state = 'queued'",
+            params![id, now],
+        )
+        .map_err(db_err)?;
+        exec(
+            &tx,
+            "UPDATE tasks SET cancel_requested = 1, updated_at = ?2 \
+             WHERE id = ?1 AND state = 'running' AND cancel_requested = 0",
+            params![id, now],
+        )
+        .map_err(db_err)?;
+        let task = get_in(&tx, id).map_err(db_err)?;
+        tx.commit().map_err(db_err)?;
+        self.queued.fetch_sub(dequeued as u64, Ordering::Relaxed);
+        Ok(task)
+    }
+
+    fn claim(
+        &self,
+        owner: &str,
+        max: usize,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<Task>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        // Leases that ran out: the process holding them died or stalled.
+        exec(
+            &tx,
+            "UPDATE tasks SET state = 'cancelled', finished_at = ?1, updated_at = ?1, \
+             lease_owner = NULL, lease_until = NULL \
+             WHERE state = 'running' AND lease_until < ?1 AND cancel_requested = 1",
+            [now],
+        )
+        .map_err(db_err)?;
+        exec(
+            &tx,
+            "UPDATE tasks SET state = 'dead', finished_at = ?1, updated_at = ?1, \
+             lease_owner = NULL, lease_until = NULL, \
+             error = 'the lease of its last attempt ran out (the worker died or stalled)' \
+             WHERE state = 'running' AND lease_until < ?1 AND attempts >= max_attempts",
+            [now],
+        )
+        .map_err(db_err)?;
+        let until = now.saturating_add(millis(lease));
+        let mut ids: Vec<TaskId> = {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE state = 'running' AND lease_until < ?1 LIMIT ?2",
+                )
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![now, max as i64], |row| row.get(0))
+                .map_err(db_err)?;
+            rows.collect::<Result<_, _>>().map_err(db_err)?
+        };
+        let expired = ids.len();
+        if ids.len() < max {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE state = 'queued' AND run_at <= ?1 \
+                     ORDER BY priority DESC, run_at, id LIMIT ?2",
+                )
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![now, (max - ids.len()) as i64], |row| row.get(0))
+                .map_err(db_err)?;
+            for id in rows {
+                ids.push(id.map_err(db_err)?);
+            }
+        }
+        let mut claimed = Vec::with_capacity(ids.len());
+        for id in ids {
+            exec(
+                &tx,
+                "UPDATE tasks SET state = 'running', attempts = attempts + 1, progress = NULL, \
+                 lease_owner = ?2, lease_until = ?3, started_at = ?4, updated_at = ?4 \
+                 WHERE id = ?1",
+                params![id, owner, until, now],
+            )
+            .map_err(db_err)?;
+            if let Some(task) = get_in(&tx, id).map_err(db_err)? {
+                claimed.push(task);
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        self.queued.fetch_sub(
+            (claimed.len().saturating_sub(expired)) as u64,
+            Ordering::Relaxed,
+        );
+        Ok(claimed)
+    }
+
+    fn renew(
+        &self,
+        owner: &str,
+        claims: &[Claim],
+        until: Millis,
+    ) -> Result<Vec<Claim>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        let mut stop = Vec::new();
+        for claim in claims {
+            let renewed = exec(
+                &tx,
+                "UPDATE tasks SET lease_until = ?4 WHERE id = ?1 AND state = 'running' \
+                     AND attempts = ?2 AND lease_owner = ?3 AND cancel_requested = 0",
+                params![claim.id, claim.attempt, owner, until],
+            )
+            .map_err(db_err)?;
+            if renewed == 0 {
+                stop.push(claim.clone());
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(stop)
+    }
+
+    fn progress(&self, claim: &Claim, progress: f64, now: Millis) -> Result<(), StoreError> {
+        exec(
+            &self.conn(),
+            "UPDATE tasks SET progress = ?3, updated_at = ?4 \
+                 WHERE id = ?1 AND attempts = ?2 AND state = 'running'",
+            params![claim.id, claim.attempt, progress.clamp(0.0, 1.0), now],
+        )
+        .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn finish(
+        &self,
+        claim: &Claim,
+        outcome: &Outcome,
+        backoff: Duration,
+        now: Millis,
+    ) -> Result<Option<Task>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_err)?;
+        let current: Option<(u32, u32)> = tx
+            .query_row(
+                "SELECT attempts, max_attempts FROM tasks WHERE id = ?1 AND state = 'running'",
+                [claim.id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(db_err)?;
+        let Some((attempts, max_attempts)) = current.filter(|(a, _)| *a == claim.attempt) else {
+            return Ok(None);
+        };
+        const END: &str = "lease_owner = NULL, lease_until = NULL, updated_at = ?2";
+        let requeued =
+            matches!(outcome, Outcome::Failed { retry: true, .. }) && attempts < max_attempts;
+        match outcome {
+            Outcome::Succeeded(result) => exec(
+                &tx,
+                &format!(
+                    "UPDATE tasks SET state = 'succeeded', result = ?3, error = NULL, \
+                     progress = 1.0, finished_at = ?2, {END} WHERE id = ?1"
+                ),
+                params![claim.id, now, result],
+            ),
+            Outcome::Cancelled => exec(
+                &tx,
+                &format!(
+                    "UPDATE tasks SET state = 'cancelled', finished_at = ?2, {END} WHERE id = ?1"
+                ),
+                params![claim.id, now],
+            ),
+            Outcome::Failed { error, retry: true } if attempts < max_attempts => exec(
+                &tx,
+                &format!(
+                    "UPDATE tasks SET state = 'queued', error = ?3, run_at = ?4, {END} \
+                     WHERE id = ?1"
+                ),
+                params![claim.id, now, error, now.saturating_add(millis(backoff))],
+            ),
+            Outcome::Failed { error, retry } => {
+                let state = if *retry { "dead" } else { "failed" };
+                exec(
+                    &tx,
+                    &format!(
+                        "UPDATE tasks SET state = ?4, error = ?3, finished_at = ?2, {END} \
+                         WHERE id = ?1"
+                    ),
+                    params![claim.id, now, error, state],
+                )
+            }
+        }
+        .map_err(db_err)?;
+        let task = get_in(&tx, claim.id).map_err(db_err)?;
+        tx.commit().map_err(db_err)?;
+        if requeued {
+            self.queued.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(task)
+    }
+
+    fn release(&self, claim: &Claim, now: Millis) -> Result<(), StoreError> {
+        let requeued = exec(
+            &self.conn(),
+            "UPDATE tasks SET state = 'queued', attempts = attempts - 1, run_at = ?3, \
+                 lease_owner = NULL, lease_until = NULL, updated_at = ?3 \
+                 WHERE id = ?1 AND attempts = ?2 AND state = 'running' AND cancel_requested = 0",
+            params![claim.id, claim.attempt, now],
+        )
+        .map_err(db_err)?;
+        self.queued.fetch_add(requeued as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn purge(&self, finished_before: Millis, now: Millis) -> Result<u64, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(db_err)?;
+        let n = exec(
+            &tx,
+            "DELETE FROM tasks WHERE finished_at IS NOT NULL AND finished_at < ?1",
+            [finished_before],
+        )
+        .map_err(db_err)?;
+        exec(&tx, "DELETE FROM idempotency WHERE expires_at <= ?1", [now]).map_err(db_err)?;
+        tx.commit().map_err(db_err)?;
+        Ok(n as u64)
+    }
+
+    fn queued(&self) -> Result<u64, StoreError> {
+        Ok(self.queued.load(Ordering::Relaxed))
+    }
+}

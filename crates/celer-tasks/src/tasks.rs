@@ -1,0 +1,240 @@
+//! `Tasks`: the handle an app keeps: the store behind its own thread, the
+//! runner, the kinds, the event feed, and the stop.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use celer::dispatch::{DispatchError, Dispatcher};
+use tokio::sync::{Notify, broadcast};
+
+use crate::kind::{Cancel, Kinds};
+use crate::limits;
+use crate::store::{Durability, SqliteStore, Store, StoreError};
+
+/// How a [`Tasks`] runs. [`TasksConfig::new`] has the documented defaults.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TasksConfig {
+    /// Where the SQLite store lives (created when missing).
+    pub data_dir: PathBuf,
+    /// What a commit survives. Default: [`Durability::Process`].
+    pub durability: Durability,
+    /// Tasks running at once in this process. Default:
+    /// [`DEFAULT_CONCURRENCY`](limits::DEFAULT_CONCURRENCY).
+    pub concurrency: usize,
+    /// Threads for blocking kinds. Default: the number of CPUs.
+    pub blocking_threads: usize,
+    /// A running task's lease. Default: [`DEFAULT_LEASE`](limits::DEFAULT_LEASE).
+    pub lease: Duration,
+    /// How long finished tasks are kept. Default:
+    /// [`DEFAULT_RETENTION`](limits::DEFAULT_RETENTION).
+    pub retention: Duration,
+    /// How long idempotency keys are kept. Default:
+    /// [`IDEMPOTENCY_TTL`](limits::IDEMPOTENCY_TTL).
+    pub idempotency_ttl: Duration,
+    /// How long a cancelled running task may take to stop. Default:
+    /// [`CANCEL_GRACE`](limits::CANCEL_GRACE).
+    pub cancel_grace: Duration,
+    /// Most tasks queued at once; a submit over it is answered `503`.
+    /// Default: [`MAX_QUEUED`](limits::MAX_QUEUED).
+    pub max_queued: u64,
+    /// First retry delay, doubled per attempt. Default:
+    /// [`BACKOFF_BASE`](limits::BACKOFF_BASE).
+    pub backoff_base: Duration,
+}
+
+impl TasksConfig {
+    /// The defaults, with the store in `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> TasksConfig {
+        TasksConfig {
+            data_dir: data_dir.into(),
+            durability: Durability::default(),
+            concurrency: limits::DEFAULT_CONCURRENCY,
+            blocking_threads: celer::dispatch::default_threads(),
+            lease: limits::DEFAULT_LEASE,
+            retention: limits::DEFAULT_RETENTION,
+            idempotency_ttl: limits::IDEMPOTENCY_TTL,
+            cancel_grace: limits::CANCEL_GRACE,
+            max_queued: limits::MAX_QUEUED,
+            backoff_base: limits::BACKOFF_BASE,
+        }
+    }
+}
+
+/// The task API's engine: store, runner and kinds. Cloning shares it; the
+/// runner runs on its own thread until [`Tasks::shutdown`].
+#[derive(Clone)]
+pub struct Tasks {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Arc<dyn Store>,
+    /// The store's own thread: every store call runs there, in order, so
+    /// no async thread blocks on the disk. Its queue bound answers 503.
+    pub(crate) db: Dispatcher,
+    /// Threads for blocking kinds.
+    pub(crate) pool: Dispatcher,
+    pub(crate) kinds: Kinds,
+    pub(crate) config: TasksConfig,
+    /// Task snapshots after each change, for `/tasks/{id}/events`.
+    pub(crate) events: broadcast::Sender<Arc<crate::model::Task>>,
+    /// Wakes the runner (a submit, a finished task).
+    pub(crate) wake: Notify,
+    /// Set once at shutdown.
+    pub(crate) stop: Cancel,
+    /// This process's lease owner name.
+    pub(crate) owner: String,
+    /// Open event streams, bounded by `MAX_EVENT_STREAMS`.
+    pub(crate) streams: Arc<tokio::sync::Semaphore>,
+    /// The tasks this process runs.
+    pub(crate) running: crate::runner::RunningMap,
+    /// The runner's thread, taken by the first shutdown.
+    pub(crate) runner: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Why a store call gave no answer: the store failed (500) or its queue is
+/// full or stopped (503).
+#[derive(Debug)]
+pub enum CallError {
+    /// The store failed.
+    Store(StoreError),
+    /// The store's thread refused the call.
+    Busy(DispatchError),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Store(err) => err.fmt(f),
+            CallError::Busy(err) => err.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+impl Tasks {
+    /// Opens the SQLite store in `config.data_dir` and starts the runner.
+    pub fn open(config: TasksConfig, kinds: Kinds) -> Result<Tasks, StoreError> {
+        let store = SqliteStore::open(&config.data_dir, config.durability)?;
+        Ok(Tasks::with_store(Arc::new(store), config, kinds))
+    }
+
+    /// Starts the runner over any store.
+    pub fn with_store(store: Arc<dyn Store>, config: TasksConfig, kinds: Kinds) -> Tasks {
+        let (events, _) = broadcast::channel(1024);
+        let inner = Arc::new(Inner {
+            store,
+            db: Dispatcher::builder()
+                .threads(1)
+                .queue(limits::STORE_QUEUE)
+                .name("celer-tasks-db")
+                .build(),
+            pool: Dispatcher::builder()
+                .threads(config.blocking_threads)
+                .name("celer-tasks-blocking")
+                .build(),
+            kinds,
+            config,
+            events,
+            wake: Notify::new(),
+            stop: Cancel::default(),
+            owner: format!("{}:{}", std::process::id(), fastrand::u64(..)),
+            streams: Arc::new(tokio::sync::Semaphore::new(limits::MAX_EVENT_STREAMS)),
+            running: Arc::default(),
+            runner: Mutex::new(None),
+        });
+        let thread = std::thread::Builder::new()
+            .name("celer-tasks".to_owned())
+            .spawn({
+                let inner = inner.clone();
+                move || crate::runner::run(&inner)
+            })
+            .expect("spawn the task runner thread");
+        *inner.runner.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread);
+        Tasks { inner }
+    }
+
+    /// Runs `op` on the store's thread.
+    pub async fn call<T, F>(&self, op: F) -> Result<T, CallError>
+    where
+        F: FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.inner.call(op).await
+    }
+
+    /// The kinds this API runs.
+    pub fn kinds(&self) -> &Kinds {
+        &self.inner.kinds
+    }
+
+    /// Stops the runner: no more claims; running tasks are stopped and
+    /// given back to the store (queued again, the attempt not counted), so
+    /// another process or the next start runs them. Returns when done.
+    pub fn shutdown(&self) {
+        self.inner.stop.set();
+        self.inner.wake.notify_one();
+        let thread = self
+            .inner
+            .runner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+        self.inner.pool.shutdown();
+        self.inner.db.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tasks")
+            .field("data_dir", &self.inner.config.data_dir)
+            .field("kinds", &self.inner.kinds)
+            .finish()
+    }
+}
+
+impl Inner {
+    pub(crate) async fn call<T, F>(&self, op: F) -> Result<T, CallError>
+    where
+        F: FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let store = self.store.clone();
+        match self.db.dispatch(move || op(&*store)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(CallError::Store(err)),
+            Err(err) => Err(CallError::Busy(err)),
+        }
+    }
+
+    /// Like `call`, but waits for a slot: the runner's own calls.
+    pub(crate) async fn call_wait<T, F>(&self, op: F) -> Result<T, CallError>
+    where
+        F: FnOnce(&dyn Store) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let store = self.store.clone();
+        match self
+            .db
+            .dispatch_wait(Duration::from_secs(60), move || op(&*store))
+            .await
+        {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(CallError::Store(err)),
+            Err(err) => Err(CallError::Busy(err)),
+        }
+    }
+
+    pub(crate) fn publish(&self, task: crate::model::Task) {
+        // No subscriber is not an error.
+        let _ = self.events.send(Arc::new(task));
+    }
+}
