@@ -32,7 +32,9 @@ fn app() -> App {
             .map_err(|_| celer::Error::status(http::StatusCode::BAD_REQUEST, "body"))?;
         let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
         Ok::<_, celer::Error>(format!("len={} sum={sum}", body.len()))
-    });
+    })
+    // Above the app's 16 KiB: this route takes the 2 MB upload.
+    .body_limit(8 << 20);
     // Hands the answer to the front end (nginx's X-Accel-Redirect).
     app.get("/offload", |_req: Request| async {
         let mut res = celer::Response::new(Body::empty());
