@@ -708,6 +708,10 @@ impl<T: Transport> Driver<T> {
                     batch.add(f);
                 }
                 let drained = out.frames.is_empty();
+                if drained && out.frames.capacity() > 0 {
+                    // Nothing kept while idle.
+                    out.frames = VecDeque::new();
+                }
                 drop(out);
                 if drained && batch.size < WRITE_BATCH {
                     if let Some(close) = self.close_out.take() {
@@ -771,4 +775,21 @@ enum Fed {
     Used(usize),
     /// Reading stopped (close or failure).
     Stop,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An idle WebSocket holds its boxed state, the shared outbox, its
+    /// timer and its socket, and no buffer; keep the two boxes small so
+    /// 10,000 idle sockets cost little (docs/decisions/065).
+    #[test]
+    fn idle_state_stays_small() {
+        let driver = std::mem::size_of::<Driver<Upgraded>>();
+        let shared = std::mem::size_of::<Shared>();
+        assert_eq!(std::mem::size_of::<WebSocket<Upgraded>>(), 8);
+        assert!(driver <= 384, "the connection's state is {driver} bytes");
+        assert!(shared <= 128, "the shared outbox is {shared} bytes");
+    }
 }
