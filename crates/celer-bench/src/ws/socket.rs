@@ -131,10 +131,12 @@ struct Current {
     remaining: u64,
 }
 
-/// An open WebSocket.
+/// An open WebSocket, on a runtime's [`Stream`] or, for the fan-out
+/// receivers' event loop, on a non-blocking mio stream read without a
+/// runtime ([`Socket::detach`]).
 #[derive(Debug)]
-pub(crate) struct Socket {
-    stream: Stream,
+pub(crate) struct Socket<S = Stream> {
+    stream: S,
     /// Received bytes; `start..end` is not yet parsed.
     buf: Vec<u8>,
     start: usize,
@@ -220,32 +222,21 @@ impl Socket {
         Ok((socket, timings, started.elapsed()))
     }
 
-    /// The payload of the last `Event::Message`.
-    pub(crate) fn message(&self) -> &[u8] {
-        &self.message
+    /// True for plain TCP (which [`Socket::detach`] takes).
+    pub(crate) fn is_plain(&self) -> bool {
+        matches!(self.stream, Stream::Plain(_))
     }
 
-    /// Queues one data message (compressed when permessage-deflate is on).
-    pub(crate) fn send(&mut self, binary: bool, payload: &[u8]) -> Result<(), ErrorKind> {
-        let op = if binary { opcode::BINARY } else { opcode::TEXT };
-        let mask = self.masks.next_key();
-        match &mut self.deflate {
-            Some(deflate) => {
-                // RFC 7692 section 6.1: RSV1 marks the compressed message.
-                deflate
-                    .compress(payload, &mut self.scratch)
-                    .map_err(|()| ErrorKind::Protocol)?;
-                frame::encode(&mut self.out, op, true, &self.scratch, mask);
-            }
-            None => frame::encode(&mut self.out, op, false, payload, mask),
-        }
-        Ok(())
-    }
-
-    /// Queues a ping.
-    pub(crate) fn ping(&mut self, payload: &[u8]) {
-        let mask = self.masks.next_key();
-        frame::encode(&mut self.out, opcode::PING, false, payload, mask);
+    /// The socket on a non-blocking mio stream, taken out of the runtime,
+    /// for an event loop of its own; plain TCP only.
+    pub(crate) fn detach(self) -> Result<Socket<mio::net::TcpStream>, ErrorKind> {
+        self.map_stream(|stream| match stream {
+            Stream::Plain(tcp) => tcp
+                .into_std()
+                .map(mio::net::TcpStream::from_std)
+                .map_err(|e| ErrorKind::from_io(&e, ErrorKind::Read)),
+            Stream::Tls(_) => Err(ErrorKind::Tls),
+        })
     }
 
     /// Writes everything queued.
@@ -275,12 +266,6 @@ impl Socket {
         .await;
     }
 
-    fn queue_close(&mut self, payload: &[u8]) {
-        let mask = self.masks.next_key();
-        frame::encode(&mut self.out, opcode::CLOSE, false, payload, mask);
-        self.close_sent = true;
-    }
-
     /// Reads until the next event, writing queued bytes meanwhile. Pings are
     /// answered here (RFC 6455 section 5.5.2).
     pub(crate) async fn next_event(&mut self) -> Result<Event, ErrorKind> {
@@ -290,6 +275,94 @@ impl Socket {
             }
             self.fill().await?;
         }
+    }
+
+    /// Writes what it can of the queued bytes; true when all are written
+    /// and flushed, false when the socket is not ready (the waker is set).
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Result<bool, ErrorKind> {
+        let write_error = |e: io::Error| ErrorKind::from_io(&e, ErrorKind::Write);
+        while self.written < self.out.len() {
+            match Pin::new(&mut self.stream).poll_write(cx, &self.out[self.written..]) {
+                Poll::Ready(Ok(0)) => return Err(ErrorKind::Write),
+                Poll::Ready(Ok(n)) => {
+                    self.written += n;
+                    self.needs_flush = true;
+                }
+                Poll::Ready(Err(e)) => return Err(write_error(e)),
+                Poll::Pending => return Ok(false),
+            }
+        }
+        self.out.clear();
+        self.written = 0;
+        if self.needs_flush {
+            match Pin::new(&mut self.stream).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.needs_flush = false,
+                Poll::Ready(Err(e)) => return Err(write_error(e)),
+                Poll::Pending => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Reads more bytes, writing queued ones meanwhile; `Closed` at EOF.
+    async fn fill(&mut self) -> Result<(), ErrorKind> {
+        self.make_room();
+        poll_fn(|cx| {
+            if let Err(kind) = self.poll_write_out(cx) {
+                return Poll::Ready(Err(kind));
+            }
+            let mut read = ReadBuf::new(&mut self.buf[self.end..]);
+            match Pin::new(&mut self.stream).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    let n = read.filled().len();
+                    if n == 0 {
+                        return Poll::Ready(Err(ErrorKind::Closed));
+                    }
+                    self.end += n;
+                    self.received += n;
+                    Poll::Ready(Ok(()))
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(ErrorKind::from_io(&e, ErrorKind::Read))),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    }
+}
+
+impl<S> Socket<S> {
+    /// The payload of the last `Event::Message`.
+    pub(crate) fn message(&self) -> &[u8] {
+        &self.message
+    }
+
+    /// Queues one data message (compressed when permessage-deflate is on).
+    pub(crate) fn send(&mut self, binary: bool, payload: &[u8]) -> Result<(), ErrorKind> {
+        let op = if binary { opcode::BINARY } else { opcode::TEXT };
+        let mask = self.masks.next_key();
+        match &mut self.deflate {
+            Some(deflate) => {
+                // RFC 7692 section 6.1: RSV1 marks the compressed message.
+                deflate
+                    .compress(payload, &mut self.scratch)
+                    .map_err(|()| ErrorKind::Protocol)?;
+                frame::encode(&mut self.out, op, true, &self.scratch, mask);
+            }
+            None => frame::encode(&mut self.out, op, false, payload, mask),
+        }
+        Ok(())
+    }
+
+    /// Queues a ping.
+    pub(crate) fn ping(&mut self, payload: &[u8]) {
+        let mask = self.masks.next_key();
+        frame::encode(&mut self.out, opcode::PING, false, payload, mask);
+    }
+
+    fn queue_close(&mut self, payload: &[u8]) {
+        let mask = self.masks.next_key();
+        frame::encode(&mut self.out, opcode::CLOSE, false, payload, mask);
+        self.close_sent = true;
     }
 
     /// Parses what the buffer holds; `None` when more bytes are needed.
@@ -405,35 +478,9 @@ impl Socket {
         }
     }
 
-    /// Writes what it can of the queued bytes; true when all are written
-    /// and flushed, false when the socket is not ready (the waker is set).
-    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Result<bool, ErrorKind> {
-        let write_error = |e: io::Error| ErrorKind::from_io(&e, ErrorKind::Write);
-        while self.written < self.out.len() {
-            match Pin::new(&mut self.stream).poll_write(cx, &self.out[self.written..]) {
-                Poll::Ready(Ok(0)) => return Err(ErrorKind::Write),
-                Poll::Ready(Ok(n)) => {
-                    self.written += n;
-                    self.needs_flush = true;
-                }
-                Poll::Ready(Err(e)) => return Err(write_error(e)),
-                Poll::Pending => return Ok(false),
-            }
-        }
-        self.out.clear();
-        self.written = 0;
-        if self.needs_flush {
-            match Pin::new(&mut self.stream).poll_flush(cx) {
-                Poll::Ready(Ok(())) => self.needs_flush = false,
-                Poll::Ready(Err(e)) => return Err(write_error(e)),
-                Poll::Pending => return Ok(false),
-            }
-        }
-        Ok(true)
-    }
-
-    /// Reads more bytes, writing queued ones meanwhile; `Closed` at EOF.
-    async fn fill(&mut self) -> Result<(), ErrorKind> {
+    /// Moves the unparsed bytes to the front when the buffer is full, or
+    /// starts over when all were parsed: `end..` is the room to read into.
+    fn make_room(&mut self) {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -442,25 +489,82 @@ impl Socket {
             self.end -= self.start;
             self.start = 0;
         }
-        poll_fn(|cx| {
-            if let Err(kind) = self.poll_write_out(cx) {
-                return Poll::Ready(Err(kind));
+    }
+
+    /// The same socket on the stream `f` makes of this one's.
+    fn map_stream<T, E>(self, f: impl FnOnce(S) -> Result<T, E>) -> Result<Socket<T>, E> {
+        Ok(Socket {
+            stream: f(self.stream)?,
+            buf: self.buf,
+            start: self.start,
+            end: self.end,
+            out: self.out,
+            written: self.written,
+            needs_flush: self.needs_flush,
+            current: self.current,
+            assembling: self.assembling,
+            message: self.message,
+            control: self.control,
+            scratch: self.scratch,
+            deflate: self.deflate,
+            masks: self.masks,
+            close_sent: self.close_sent,
+            received: self.received,
+        })
+    }
+}
+
+impl Socket<mio::net::TcpStream> {
+    /// The stream, to register with a `mio::Poll`.
+    pub(crate) fn stream_mut(&mut self) -> &mut mio::net::TcpStream {
+        &mut self.stream
+    }
+
+    /// The next event among the bytes the socket has now, writing queued
+    /// bytes (pongs, the close) first; `None` once a read would block.
+    /// Pings are answered here (RFC 6455 section 5.5.2).
+    pub(crate) fn next_event_now(&mut self) -> Result<Option<Event>, ErrorKind> {
+        loop {
+            if let Some(event) = self.parse()? {
+                return Ok(Some(event));
             }
-            let mut read = ReadBuf::new(&mut self.buf[self.end..]);
-            match Pin::new(&mut self.stream).poll_read(cx, &mut read) {
-                Poll::Ready(Ok(())) => {
-                    let n = read.filled().len();
-                    if n == 0 {
-                        return Poll::Ready(Err(ErrorKind::Closed));
-                    }
+            self.write_now()?;
+            self.make_room();
+            match io::Read::read(&mut self.stream, &mut self.buf[self.end..]) {
+                Ok(0) => return Err(ErrorKind::Closed),
+                Ok(n) => {
                     self.end += n;
                     self.received += n;
-                    Poll::Ready(Ok(()))
                 }
-                Poll::Ready(Err(e)) => Poll::Ready(Err(ErrorKind::from_io(&e, ErrorKind::Read))),
-                Poll::Pending => Poll::Pending,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ErrorKind::from_io(&e, ErrorKind::Read)),
             }
-        })
-        .await
+        }
+    }
+
+    /// Queues a close (1000) unless one was sent, and writes what it can.
+    pub(crate) fn start_close(&mut self) -> Result<(), ErrorKind> {
+        if !self.close_sent {
+            self.queue_close(&1000u16.to_be_bytes());
+        }
+        self.write_now()
+    }
+
+    /// Writes what the socket takes of the queued bytes now; the rest waits
+    /// for the next call.
+    fn write_now(&mut self) -> Result<(), ErrorKind> {
+        while self.written < self.out.len() {
+            match io::Write::write(&mut self.stream, &self.out[self.written..]) {
+                Ok(0) => return Err(ErrorKind::Write),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ErrorKind::from_io(&e, ErrorKind::Write)),
+            }
+        }
+        self.out.clear();
+        self.written = 0;
+        Ok(())
     }
 }

@@ -105,7 +105,12 @@ async fn serve(
                 let _ = flood.send((None, max));
             });
         }
+        let ordered = path == "/ordered";
         while let Some(m) = ws.recv().await {
+            if ordered {
+                // Queued through a handle first: it must go out first.
+                let _ = ws.sender().send(Message::text("queued"));
+            }
             if ws.send(m).await.is_err() {
                 break;
             }
@@ -268,6 +273,26 @@ async fn echo_text_binary_fragments_and_pings() {
         .await;
     assert_eq!(c.close_code().await, Some(1000));
     assert!(c.ends().await);
+}
+
+#[tokio::test]
+async fn the_connections_own_sends_go_behind_what_is_queued() {
+    let s = start(Config::default(), Limits::default()).await;
+    let mut c = Client::connect(s.addr, "/ordered", "").await;
+    for text in ["a", "b"] {
+        c.send(true, false, 1, text.as_bytes()).await;
+        assert_eq!(c.frame().await.unwrap().3, b"queued");
+        assert_eq!(c.frame().await.unwrap().3, text.as_bytes());
+    }
+    // A ping and a message in one write: the pong first, then the echo.
+    let mut both = masked(true, false, 9, b"p");
+    both.extend(masked(true, false, 1, b"c"));
+    c.send_raw(&both).await;
+    assert_eq!(c.frame().await.unwrap(), (true, false, 0xA, b"p".to_vec()));
+    assert_eq!(c.frame().await.unwrap().3, b"queued");
+    assert_eq!(c.frame().await.unwrap().3, b"c");
+    c.send(true, false, 8, &[0x03, 0xE8]).await;
+    assert_eq!(c.close_code().await, Some(1000));
 }
 
 #[tokio::test]

@@ -312,7 +312,9 @@ impl WebSocketRoute {
                 registry: route.registry.clone(),
                 serial,
             };
-            (route.handler)(ws).await;
+            // The handler gets a task of its own, so the state this one
+            // held for the handshake is freed for the connection's life.
+            tokio::spawn((route.handler)(ws));
         });
         res
     }
