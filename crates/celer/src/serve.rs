@@ -283,21 +283,8 @@ impl App {
         signal: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<()> {
         inside_runtime("App::run", "app.serve(bound, shutdown).await")?;
-        let mut bound = bound;
-        bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
-        let notice = shared.shutdown.clone();
-        let bound = bound.extended_connect(shared.websocket);
-        // The app hears of shutdown first, so streams it holds open end
-        // while the engine drains connections.
-        let signal = async move {
-            signal.await;
-            notice.trigger();
-        };
-        bound.run_with(
-            move |info: &ConnInfo| AppService::new(&shared, info),
-            signal,
-        )
+        run_app(bound, shared, signal, AppService::new)
     }
 
     /// Serves the app on `bound` on the current tokio runtime until
@@ -324,23 +311,8 @@ impl App {
     /// # }).unwrap();
     /// ```
     pub async fn serve(self, bound: Bound, shutdown: Shutdown) -> io::Result<()> {
-        let mut bound = bound;
-        bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
-        let notice = shared.shutdown.clone();
-        let bound = bound.extended_connect(shared.websocket);
-        let serving = bound.serve_with(
-            move |info: &ConnInfo| AppService::new(&shared, info),
-            shutdown.clone(),
-        );
-        tokio::pin!(serving);
-        // The app hears of shutdown as the engine does, so streams it
-        // holds open end while connections drain.
-        tokio::select! {
-            result = &mut serving => return result,
-            () = shutdown.started() => notice.trigger(),
-        }
-        serving.await
+        serve_app(bound, shared, shutdown, AppService::new).await
     }
 }
 
@@ -373,22 +345,11 @@ impl App {
             "App::run_layered",
             "app.serve_layered(bound, layer, shutdown).await",
         )?;
-        let mut bound = bound;
-        bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
-        let notice = shared.shutdown.clone();
-        let bound = bound.extended_connect(shared.websocket);
-        let signal = async move {
-            signal.await;
-            notice.trigger();
-        };
-        bound.run_with(
-            move |info: &ConnInfo| WithConnInfo {
-                info: *info,
-                inner: layer.layer(AppService::new(&shared, info)),
-            },
-            signal,
-        )
+        run_app(bound, shared, signal, move |shared, info| WithConnInfo {
+            info: *info,
+            inner: layer.layer(AppService::new(shared, info)),
+        })
     }
 
     /// [`serve`](App::serve) with a tower `layer` around the app; see
@@ -403,25 +364,58 @@ impl App {
         L: tower_layer::Layer<AppService> + Send + Sync + 'static,
         L::Service: HttpService,
     {
-        let mut bound = bound;
-        bound.set_max_body_bytes(None);
         let shared = self.shared().clone();
-        let notice = shared.shutdown.clone();
-        let bound = bound.extended_connect(shared.websocket);
-        let serving = bound.serve_with(
-            move |info: &ConnInfo| WithConnInfo {
-                info: *info,
-                inner: layer.layer(AppService::new(&shared, info)),
-            },
-            shutdown.clone(),
-        );
-        tokio::pin!(serving);
-        tokio::select! {
-            result = &mut serving => return result,
-            () = shutdown.started() => notice.trigger(),
-        }
-        serving.await
+        serve_app(bound, shared, shutdown, move |shared, info| WithConnInfo {
+            info: *info,
+            inner: layer.layer(AppService::new(shared, info)),
+        })
+        .await
     }
+}
+
+/// `bound` as an app needs it: the framework's per-route body limits
+/// replace the engine's, and WebSocket over HTTP/2 is offered when the app
+/// has a WebSocket route.
+fn prepare(mut bound: Bound, shared: &Shared) -> Bound {
+    bound.set_max_body_bytes(None);
+    bound.extended_connect(shared.websocket)
+}
+
+/// Runs the services `make` builds for the app on `bound` (blocking) until
+/// `signal`; the app hears of shutdown first, so streams it holds open end
+/// while the engine drains connections.
+fn run_app<S: HttpService>(
+    bound: Bound,
+    shared: Arc<Shared>,
+    signal: impl Future<Output = ()> + Send + 'static,
+    make: impl Fn(&Arc<Shared>, &ConnInfo) -> S + Send + Sync + 'static,
+) -> io::Result<()> {
+    let bound = prepare(bound, &shared);
+    let notice = shared.shutdown.clone();
+    let signal = async move {
+        signal.await;
+        notice.trigger();
+    };
+    bound.run_with(move |info: &ConnInfo| make(&shared, info), signal)
+}
+
+/// [`run_app`] on the current runtime until `shutdown`; the app hears of
+/// shutdown as the engine does.
+async fn serve_app<S: HttpService>(
+    bound: Bound,
+    shared: Arc<Shared>,
+    shutdown: Shutdown,
+    make: impl Fn(&Arc<Shared>, &ConnInfo) -> S + Send + Sync + 'static,
+) -> io::Result<()> {
+    let bound = prepare(bound, &shared);
+    let notice = shared.shutdown.clone();
+    let serving = bound.serve_with(move |info: &ConnInfo| make(&shared, info), shutdown.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        result = &mut serving => return result,
+        () = shutdown.started() => notice.trigger(),
+    }
+    serving.await
 }
 
 /// A layered service that puts the connection's [`ConnInfo`] into each
