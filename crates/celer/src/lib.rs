@@ -200,6 +200,7 @@
 
 pub mod app;
 mod body;
+pub mod cookie;
 mod error;
 pub mod extract;
 pub mod files;

@@ -1,0 +1,74 @@
+//! The `Cookie` request header's parser (RFC 6265bis §4.2.1, §5.7): no IO,
+//! no allocation, bounded by the caller's limits.
+
+/// The `name=value` pairs of one `Cookie` field value, in order.
+///
+/// RFC 6265bis §4.2.1 writes the field as `cookie-pair *( ";" SP
+/// cookie-pair )`; user agents and proxies are less tidy, so this parser
+/// follows the lenient reading of §5.7: pairs are split at `;`, optional
+/// whitespace (SP, HTAB) around names and values is dropped, the value is
+/// what follows the first `=`, and one pair of surrounding double quotes
+/// is removed (§4.1.1 `cookie-value`). A pair without `=` or with an empty
+/// name names no cookie a server could have set and is skipped. Values are
+/// not percent-decoded: the bytes are the application's.
+///
+/// ```
+/// let pairs: Vec<_> = celer::cookie::parse_pairs(r#"a=1; b="two" ;junk; =x; c=="#).collect();
+/// assert_eq!(pairs, [("a", "1"), ("b", "two"), ("c", "=")]);
+/// ```
+pub fn parse_pairs(field: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
+    field.split(';').filter_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        let name = trim_ows(name);
+        if name.is_empty() {
+            return None;
+        }
+        let value = trim_ows(value);
+        let value = match value.as_bytes() {
+            [b'"', .., b'"'] if value.len() >= 2 => &value[1..value.len() - 1],
+            _ => value,
+        };
+        Some((name, value))
+    })
+}
+
+/// `s` without leading and trailing SP and HTAB (RFC 9110 §5.6.3 OWS).
+fn trim_ows(s: &str) -> &str {
+    s.trim_matches([' ', '\t'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_pairs;
+
+    fn all(field: &str) -> Vec<(&str, &str)> {
+        parse_pairs(field).collect()
+    }
+
+    #[test]
+    fn canonical_form() {
+        assert_eq!(all("a=1; b=2"), [("a", "1"), ("b", "2")]);
+    }
+
+    #[test]
+    fn lenient_whitespace_and_separators() {
+        assert_eq!(all(" a = 1 ;;\tb=2;"), [("a", "1"), ("b", "2")]);
+    }
+
+    #[test]
+    fn quotes_removed_once() {
+        assert_eq!(all(r#"a=""x"""#), [("a", "\"x\"")]);
+        assert_eq!(all(r#"a=""#), [("a", "\"")]);
+        assert_eq!(all(r#"a="""#), [("a", "")]);
+    }
+
+    #[test]
+    fn empty_value_kept_nameless_skipped() {
+        assert_eq!(all("a=; =b; c"), [("a", "")]);
+    }
+
+    #[test]
+    fn value_keeps_later_equals() {
+        assert_eq!(all("t=abc==; u=a=b"), [("t", "abc=="), ("u", "a=b")]);
+    }
+}
