@@ -210,6 +210,7 @@ mod request;
 pub mod response;
 pub mod router;
 pub mod serve;
+pub mod session;
 pub mod sse;
 pub mod test;
 pub mod ws;
