@@ -248,3 +248,24 @@ impl SessionStore for CookieStore {
         Box::pin(std::future::ready(Ok(())))
     }
 }
+
+/// A shared store: the app keeps a handle (to count or inspect sessions)
+/// while the middleware uses it.
+impl<S: SessionStore> SessionStore for std::sync::Arc<S> {
+    fn load<'a>(&'a self, handle: &'a str) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        (**self).load(handle)
+    }
+
+    fn save<'a>(
+        &'a self,
+        handle: Option<&'a str>,
+        record: &'a Record,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        (**self).save(handle, record, ttl)
+    }
+
+    fn delete<'a>(&'a self, handle: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        (**self).delete(handle)
+    }
+}

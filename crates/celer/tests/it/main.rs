@@ -17,6 +17,7 @@ mod router_table;
 mod routing;
 mod scopes;
 mod serving;
+mod sessions;
 mod silent;
 mod sse;
 mod status_order;
