@@ -201,6 +201,7 @@
 pub mod app;
 mod body;
 pub mod cookie;
+pub mod csrf;
 mod error;
 pub mod extract;
 pub mod files;
