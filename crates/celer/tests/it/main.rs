@@ -6,6 +6,7 @@ mod cache;
 mod compile_fail;
 mod compression;
 mod cookies;
+mod csrf;
 mod extract;
 mod files;
 mod logs;
