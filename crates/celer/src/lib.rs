@@ -199,6 +199,7 @@
 //! `http::Request<B>` through `tower::Service`.
 
 pub mod app;
+pub mod auth;
 mod body;
 pub mod cookie;
 pub mod csrf;

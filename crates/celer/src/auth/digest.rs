@@ -1,0 +1,1 @@
+//! Digest (placeholder while building)
