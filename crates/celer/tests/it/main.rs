@@ -1,6 +1,7 @@
 //! Integration tests of the framework, through `tower::ServiceExt::oneshot`
 //! and over real sockets (`wire`).
 
+mod auth;
 mod body_limit;
 mod cache;
 mod compile_fail;
