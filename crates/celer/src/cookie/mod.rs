@@ -222,10 +222,11 @@ impl CookieJar {
     pub fn set(&mut self, cookie: Cookie) -> Result<(), CookieError> {
         let encoded = cookie.encode()?;
         self.changes.push(encoded);
-        self.pairs.retain(|(n, _)| &**n != cookie.name());
-        if !cookie.is_removal() {
-            self.pairs
-                .insert(0, (cookie.name().into(), cookie.value().into()));
+        let removal = cookie.is_removal();
+        let (name, value) = cookie.into_name_value();
+        self.pairs.retain(|(n, _)| **n != *name);
+        if !removal {
+            self.pairs.insert(0, (name.into(), value.into()));
         }
         Ok(())
     }

@@ -123,6 +123,11 @@ impl Cookie {
         self.value = value;
     }
 
+    /// The name and value, moved out.
+    pub(crate) fn into_name_value(self) -> (String, String) {
+        (self.name, self.value)
+    }
+
     /// Whether this cookie removes its name (`Max-Age=0`).
     pub(crate) fn is_removal(&self) -> bool {
         self.max_age == Some(Duration::ZERO)

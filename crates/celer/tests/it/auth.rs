@@ -51,7 +51,7 @@ async fn curl_basic() {
     served.stop().await;
 }
 
-fn digest_app(digest: Digest) -> App {
+fn digest_app(digest: &Digest) -> App {
     let mut app = App::new();
     app.middleware(digest.layer());
     whoami(&mut app);
@@ -73,7 +73,7 @@ async fn curl_digest_sha256_and_md5() {
         &[Algorithm::Md5],
     ] {
         let served = Served::start(digest_app(
-            Digest::new("files", users()).algorithms(algorithms),
+            &Digest::new("files", users()).algorithms(algorithms),
         ))
         .await;
         let url = served.url("/who?x=1");
@@ -111,7 +111,7 @@ print(first.status_code, first.text, second.status_code, bad.status_code)
 "#;
     for algorithms in [&[Algorithm::Sha256][..], &[Algorithm::Md5]] {
         let served = Served::start(digest_app(
-            Digest::new("files", users()).algorithms(algorithms),
+            &Digest::new("files", users()).algorithms(algorithms),
         ))
         .await;
         let url = served.url("/who");
@@ -178,7 +178,7 @@ async fn get(served: &Served, auth: Option<&str>) -> celer_test_support::Resp {
 #[tokio::test]
 async fn digest_replay_stale_and_forged_nonces() {
     let digest = Digest::new("files", users()).nonce_lifetime(Duration::from_millis(400));
-    let served = Served::start(digest_app(digest)).await;
+    let served = Served::start(digest_app(&digest)).await;
     let nonce = nonce_of(&get(&served, None).await);
     let first = credentials(&nonce, "00000001", false);
     assert_eq!(get(&served, Some(&first)).await.text(), "user ada");

@@ -11,7 +11,7 @@ use celer::{App, Error, Request};
 
 use crate::wire::{Served, curl};
 
-fn app(sessions: Sessions) -> App {
+fn app(sessions: &Sessions) -> App {
     async fn login(mut req: Request) -> Result<&'static str, Error> {
         let session = req.extract::<Session>().await?;
         session.rotate().await?;
@@ -69,7 +69,7 @@ fn pair(res: &celer_test_support::Resp) -> String {
 #[tokio::test]
 async fn login_rotates_the_id_and_logout_forgets_it() {
     let store = Arc::new(MemoryStore::new());
-    let served = Served::start(app(Sessions::new(store.clone())
+    let served = Served::start(app(&Sessions::new(store.clone())
         .cookie_name("sid")
         .secure(false)))
     .await;
@@ -114,7 +114,7 @@ async fn size_limit_refuses_the_insert_and_keeps_the_session() {
         .cookie_name("sid")
         .secure(false)
         .max_bytes(200);
-    let served = Served::start(app(sessions)).await;
+    let served = Served::start(app(&sessions)).await;
     let sid = pair(&get(&served, "/login?user=bo", None).await);
     let res = get(&served, "/note?len=150", Some(&sid)).await;
     assert_eq!(res.status, 200);
@@ -131,7 +131,7 @@ async fn idle_and_absolute_expiry_end_the_session() {
         .cookie_name("sid")
         .secure(false)
         .idle_timeout(Duration::from_millis(300));
-    let served = Served::start(app(idle)).await;
+    let served = Served::start(app(&idle)).await;
     let sid = pair(&get(&served, "/login?user=cy", None).await);
     assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "cy");
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -143,7 +143,7 @@ async fn idle_and_absolute_expiry_end_the_session() {
         .cookie_name("sid")
         .secure(false)
         .absolute_timeout(Duration::from_millis(500));
-    let served = Served::start(app(absolute)).await;
+    let served = Served::start(app(&absolute)).await;
     let sid = pair(&get(&served, "/login?user=di", None).await);
     for _ in 0..3 {
         assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "di");
@@ -160,7 +160,7 @@ async fn cookie_store_with_curl_and_a_tampered_cookie() {
     let sessions = Sessions::new(CookieStore::new(keys.clone()))
         .cookie_name("s")
         .secure(false);
-    let served = Served::start(app(sessions)).await;
+    let served = Served::start(app(&sessions)).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cookies.txt");
     let file = file.to_str().unwrap();
@@ -186,7 +186,7 @@ async fn cookie_store_with_curl_and_a_tampered_cookie() {
 
 #[tokio::test]
 async fn oversized_cookies_are_431_before_the_handler() {
-    let served = Served::start(app(Sessions::new(MemoryStore::new())
+    let served = Served::start(app(&Sessions::new(MemoryStore::new())
         .cookie_name("sid")
         .secure(false)))
     .await;
