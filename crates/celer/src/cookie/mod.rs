@@ -60,7 +60,7 @@
 //! ```
 //!
 //! Own parsing rather than the `cookie` crate: see
-//! `docs/decisions/120-cookies.md`.
+//! `docs/decisions/120-cookies-sessions-csrf-auth.md`.
 
 mod crypto;
 mod parse;
