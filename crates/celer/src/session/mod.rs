@@ -22,7 +22,7 @@
 //! |---|---|
 //! | [`DEFAULT_IDLE_TIMEOUT`] | 30 minutes |
 //! | [`DEFAULT_ABSOLUTE_TIMEOUT`] | 24 hours |
-//! | [`DEFAULT_MAX_SESSION_BYTES`] | 3000 bytes (fits a sealed cookie) |
+//! | [`DEFAULT_MAX_SESSION_BYTES`] | 2900 bytes (fits a sealed cookie) |
 //! | [`DEFAULT_MAX_SESSIONS`] | 100,000 in a [`MemoryStore`] |
 //!
 //! ```
@@ -83,9 +83,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// in use or not.
 pub const DEFAULT_ABSOLUTE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
-/// The default limit on a session's data, as JSON: 3000 bytes, which
+/// The default limit on a session's data, as JSON: 2900 bytes, which
 /// sealed and base64url-encoded still fits a 4096-byte cookie.
-pub const DEFAULT_MAX_SESSION_BYTES: usize = 3000;
+pub const DEFAULT_MAX_SESSION_BYTES: usize = 2900;
 
 /// A session as stored: its data and its times (milliseconds since the
 /// Unix epoch).

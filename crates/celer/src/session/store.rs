@@ -269,3 +269,64 @@ impl<S: SessionStore> SessionStore for std::sync::Arc<S> {
         (**self).delete(handle)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cookie::{Cookie, MAX_NAME_VALUE_BYTES};
+    use crate::session::DEFAULT_MAX_SESSION_BYTES;
+
+    #[tokio::test]
+    async fn a_session_at_the_size_limit_fits_a_cookie() {
+        let mut record = Record::new();
+        record.created = u64::MAX;
+        record.seen = u64::MAX;
+        // `{"k":"…"}` at exactly the limit.
+        let filler = "x".repeat(DEFAULT_MAX_SESSION_BYTES - r#"{"k":""}"#.len());
+        record.data.insert("k".into(), filler.into());
+        assert_eq!(
+            serde_json::to_vec(&record.data).unwrap().len(),
+            DEFAULT_MAX_SESSION_BYTES
+        );
+        let store = CookieStore::new(EncryptionKeys::new([[1u8; 32]]).unwrap());
+        let sealed = store.save(None, &record, Duration::ZERO).await.unwrap();
+        assert!("__Host-session".len() + sealed.len() <= MAX_NAME_VALUE_BYTES);
+        let cookie = Cookie::new("__Host-session", sealed.clone())
+            .secure(true)
+            .path("/");
+        assert!(cookie.encode().is_ok());
+        assert_eq!(store.load(&sealed).await.unwrap(), Some(record));
+    }
+
+    #[tokio::test]
+    async fn memory_store_expires_and_deletes() {
+        let store = MemoryStore::new();
+        let id = store
+            .save(None, &Record::new(), Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(store.load(&id).await.unwrap(), None);
+        let id = store
+            .save(None, &Record::new(), Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(store.load(&id).await.unwrap().is_some());
+        // Saving under a known id keeps it; under an unknown one mints another.
+        assert_eq!(
+            store
+                .save(Some(&id), &Record::new(), Duration::from_secs(60))
+                .await
+                .unwrap(),
+            id
+        );
+        assert_ne!(
+            store
+                .save(Some("forged"), &Record::new(), Duration::from_secs(60))
+                .await
+                .unwrap(),
+            "forged"
+        );
+        store.delete(&id).await.unwrap();
+        assert_eq!(store.load(&id).await.unwrap(), None);
+    }
+}
