@@ -509,6 +509,22 @@ mod tests {
     }
 
     #[test]
+    fn nonce_table_is_bounded_and_forgets_the_oldest() {
+        let digest = Digest::new("r", DigestUsers::new("r"));
+        let inner = &digest.inner;
+        let first = inner.issue();
+        for _ in 0..MAX_NONCES {
+            inner.issue();
+        }
+        let nonces = inner.nonces.lock().unwrap();
+        assert_eq!(nonces.last_nc.len(), MAX_NONCES);
+        assert!(!nonces.last_nc.contains_key(&first));
+        // Still one of ours, still fresh: a request with it is answered
+        // `stale=true` (see `verify`), never accepted.
+        assert_eq!(inner.check_nonce(&first), Some(true));
+    }
+
+    #[test]
     fn params() {
         let p = parse_params(r#"username="Mu\"fasa", nc=00000001 , qop=auth,uri="/a,b""#).unwrap();
         assert_eq!(p["username"], "Mu\"fasa");
