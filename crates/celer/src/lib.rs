@@ -201,7 +201,10 @@
 //! `http::Request<B>` through `tower::Service`.
 
 pub mod app;
+pub mod auth;
 mod body;
+pub mod cookie;
+pub mod csrf;
 pub mod dispatch;
 mod error;
 pub mod extract;
@@ -212,6 +215,7 @@ mod request;
 pub mod response;
 pub mod router;
 pub mod serve;
+pub mod session;
 pub mod sse;
 pub mod test;
 pub mod ws;

@@ -571,6 +571,13 @@ impl Request {
         crate::extract::limited(self.take_raw_body(), limit)
     }
 
+    /// Puts back a body that middleware read (the CSRF check reads a
+    /// form's token), for the handler to read again.
+    pub(crate) fn restore_body(&mut self, body: Body) {
+        *self.inner.http.body_mut() = body;
+        self.inner.body_taken = false;
+    }
+
     fn take_raw_body(&mut self) -> Body {
         self.inner.body_taken = true;
         std::mem::take(self.inner.http.body_mut())

@@ -1,10 +1,13 @@
 //! Integration tests of the framework, through `tower::ServiceExt::oneshot`
 //! and over real sockets (`wire`).
 
+mod auth;
 mod body_limit;
 mod cache;
 mod compile_fail;
 mod compression;
+mod cookies;
+mod csrf;
 mod dispatch;
 mod extract;
 mod files;
@@ -18,6 +21,7 @@ mod router_table;
 mod routing;
 mod scopes;
 mod serving;
+mod sessions;
 mod silent;
 mod sse;
 mod status_order;

@@ -1,0 +1,344 @@
+//! Cookies (RFC 6265bis): a typed jar read from the request, cookies set
+//! with every attribute and checked when set, signed and encrypted values
+//! with key rotation.
+//!
+//! - [`CookieJar`] is extracted from a request (`req.extract::<CookieJar>()`
+//!   or [`CookieJar::from_headers`]); it reads cookies by name
+//!   ([`CookieJar::get`]), signed ones ([`CookieJar::get_signed`]) and
+//!   encrypted ones ([`CookieJar::get_private`]), and collects the cookies
+//!   to set, which a `(jar, response)` pair sends as `Set-Cookie` fields.
+//! - [`Cookie`] builds a cookie to set; [`Cookie::encode`] refuses what
+//!   user agents would drop or what breaks a prefix's promise.
+//! - [`SigningKeys`] sign (HMAC-SHA-256 or HMAC-SHA-512 over name and
+//!   value); [`EncryptionKeys`] encrypt (AES-256-GCM, the name as
+//!   associated data). Tampered, truncated and renamed cookies read as
+//!   absent.
+//!
+//! # Limits
+//!
+//! | limit | default | at the limit |
+//! |---|---|---|
+//! | [`MAX_COOKIE_HEADER_BYTES`] | 8 KiB over all `Cookie` fields | `431` when extracting the jar |
+//! | [`MAX_COOKIES`] | 64 pairs | `431` when extracting the jar |
+//! | [`MAX_NAME_VALUE_BYTES`] | 4096 | [`CookieError`] when setting |
+//! | [`MAX_ATTRIBUTE_VALUE_BYTES`] | 1024 | [`CookieError`] when setting |
+//! | [`MAX_MAX_AGE`] | 400 days | sent as the cap |
+//! | [`MAX_KEYS`] | 16 | [`KeyError`] when building keys |
+//!
+//! # Example
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use celer::cookie::{Cookie, CookieJar, SameSite, SigningKeys, Algorithm};
+//! use celer::{App, Error, Request};
+//!
+//! async fn visit(mut req: Request) -> Result<(CookieJar, String), Error> {
+//!     let keys = req.state::<SigningKeys>()?.clone();
+//!     let mut jar = req.extract::<CookieJar>().await?;
+//!     let n: u32 = jar.get_signed(&keys, "visits").and_then(|v| v.parse().ok()).unwrap_or(0);
+//!     let cookie = Cookie::new("visits", (n + 1).to_string())
+//!         .http_only(true)
+//!         .same_site(SameSite::Lax)
+//!         .path("/");
+//!     jar.set_signed(&keys, cookie)?;
+//!     Ok((jar, format!("visit {}", n + 1)))
+//! }
+//!
+//! let mut app = App::new();
+//! app.state(SigningKeys::new(Algorithm::Sha256, [[42u8; 32]]).unwrap());
+//! app.get("/", visit);
+//! let client = celer::test::TestClient::new(app);
+//! let first = client.get("/").await;
+//! assert_eq!(first.text(), "visit 1");
+//! let set = first.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
+//! let second = client.get("/").header("cookie", set.as_str()).send().await;
+//! assert_eq!(second.text(), "visit 2");
+//! // A forged count reads as no cookie.
+//! let forged = client.get("/").header("cookie", "visits=99").send().await;
+//! assert_eq!(forged.text(), "visit 1");
+//! # });
+//! ```
+//!
+//! Own parsing rather than the `cookie` crate: see
+//! `docs/decisions/120-cookies-sessions-csrf-auth.md`.
+
+mod crypto;
+mod parse;
+mod set;
+
+use std::fmt;
+use std::time::Duration;
+
+use http::{HeaderMap, StatusCode, header};
+
+pub use self::crypto::{Algorithm, EncryptionKeys, KeyError, MIN_KEY_BYTES, SigningKeys};
+pub use self::parse::parse_pairs;
+pub use self::set::{Cookie, CookieError, SameSite};
+
+use crate::extract::FromRequest;
+use crate::response::{IntoResponse, Response};
+use crate::{Error, Request};
+
+/// The most bytes read from a request's `Cookie` fields, all lines
+/// together: 8 KiB, twice what one browser cookie may hold
+/// (RFC 6265bis §5.7 step 4 caps a pair at 4096 bytes). Past it the jar's
+/// extraction is a `431 Request Header Fields Too Large` (RFC 6585 §5).
+pub const MAX_COOKIE_HEADER_BYTES: usize = 8 * 1024;
+
+/// The most cookie pairs a request may carry: 64. Past it the jar's
+/// extraction is a `431`.
+pub const MAX_COOKIES: usize = 64;
+
+/// The most bytes of a cookie's name and value together when set: 4096
+/// (RFC 6265bis §5.7 step 4; user agents drop longer ones).
+pub const MAX_NAME_VALUE_BYTES: usize = 4096;
+
+/// The most bytes of a `Path` or `Domain` attribute value when set: 1024
+/// (RFC 6265bis §5.7 step 3).
+pub const MAX_ATTRIBUTE_VALUE_BYTES: usize = 1024;
+
+/// The longest `Max-Age` sent: 400 days (RFC 6265bis §5.6.2; user agents
+/// cap longer ones to it).
+pub const MAX_MAX_AGE: Duration = Duration::from_secs(400 * 24 * 3600);
+
+/// The most keys in one [`SigningKeys`] or [`EncryptionKeys`]: 16, as each
+/// listed key costs a check of every cookie that does not verify.
+pub const MAX_KEYS: usize = 16;
+
+/// The cookies of a request, and the cookies to set on its response.
+///
+/// Reading: the first pair of a name wins (user agents send the cookie
+/// with the longest path first, RFC 6265bis §5.8.3 step 2). Writing:
+/// [`CookieJar::set`] checks the cookie at once and keeps its
+/// `Set-Cookie` value; answering `(jar, response)` appends them. A cookie
+/// set in this request is also what [`CookieJar::get`] returns afterwards.
+#[derive(Debug, Default, Clone)]
+pub struct CookieJar {
+    /// Name and value of each pair, in request order.
+    pairs: Vec<(Box<str>, Box<str>)>,
+    /// `Set-Cookie` values to send.
+    changes: Vec<http::HeaderValue>,
+}
+
+impl CookieJar {
+    /// An empty jar.
+    pub fn new() -> CookieJar {
+        CookieJar::default()
+    }
+
+    /// The cookies of a request's `Cookie` fields, within
+    /// [`MAX_COOKIE_HEADER_BYTES`] and [`MAX_COOKIES`]. Fields that are not
+    /// UTF-8 are skipped (no cookie a server sets has such bytes).
+    ///
+    /// ```
+    /// let mut headers = http::HeaderMap::new();
+    /// headers.append("cookie", "a=1; b=2".parse().unwrap());
+    /// headers.append("cookie", "a=3".parse().unwrap());
+    /// let jar = celer::cookie::CookieJar::from_headers(&headers).unwrap();
+    /// assert_eq!(jar.get("a"), Some("1"));
+    /// assert_eq!(jar.get_all("a").collect::<Vec<_>>(), ["1", "3"]);
+    /// assert_eq!(jar.len(), 3);
+    /// ```
+    pub fn from_headers(headers: &HeaderMap) -> Result<CookieJar, CookieRejection> {
+        let mut total = 0usize;
+        let mut pairs = Vec::new();
+        for field in headers.get_all(header::COOKIE) {
+            total = total.saturating_add(field.len());
+            if total > MAX_COOKIE_HEADER_BYTES {
+                return Err(CookieRejection::TooLarge);
+            }
+            let Ok(field) = std::str::from_utf8(field.as_bytes()) else {
+                continue;
+            };
+            for (name, value) in parse_pairs(field) {
+                if pairs.len() == MAX_COOKIES {
+                    return Err(CookieRejection::TooMany);
+                }
+                pairs.push((name.into(), value.into()));
+            }
+        }
+        Ok(CookieJar {
+            pairs,
+            changes: Vec::new(),
+        })
+    }
+
+    /// The value of the first cookie called `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .map(|(_, v)| &**v)
+    }
+
+    /// The values of every cookie called `name`, in request order.
+    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.pairs
+            .iter()
+            .filter(move |(n, _)| &**n == name)
+            .map(|(_, v)| &**v)
+    }
+
+    /// Every pair, in request order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.pairs.iter().map(|(n, v)| (&**n, &**v))
+    }
+
+    /// How many pairs the request carried (plus those set since).
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Whether there are no pairs.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// The verified value of the first signed cookie `name` that one of
+    /// `keys` verifies; `None` when absent or not verified.
+    pub fn get_signed(&self, keys: &SigningKeys, name: &str) -> Option<String> {
+        self.get_all(name)
+            .find_map(|value| keys.verify(name, value))
+    }
+
+    /// The decrypted value of the first encrypted cookie `name` one of
+    /// `keys` opens; `None` when absent or not opened.
+    ///
+    /// ```
+    /// use celer::cookie::{Cookie, CookieJar, EncryptionKeys};
+    /// let keys = EncryptionKeys::new([[3u8; 32]]).unwrap();
+    /// let mut jar = CookieJar::new();
+    /// jar.set_private(&keys, Cookie::new("id", "user 7; admin").http_only(true)).unwrap();
+    /// assert_eq!(jar.get_private(&keys, "id").as_deref(), Some("user 7; admin"));
+    /// ```
+    pub fn get_private(&self, keys: &EncryptionKeys, name: &str) -> Option<String> {
+        self.get_all(name)
+            .find_map(|value| keys.decrypt(name, value))
+    }
+
+    /// Sets `cookie`: checks it ([`Cookie::encode`]), keeps its
+    /// `Set-Cookie` value for the response, and makes it what
+    /// [`get`](CookieJar::get) reads (a removal cookie removes the name).
+    pub fn set(&mut self, cookie: Cookie) -> Result<(), CookieError> {
+        let encoded = cookie.encode()?;
+        self.changes.push(encoded);
+        let removal = cookie.is_removal();
+        let (name, value) = cookie.into_name_value();
+        self.pairs.retain(|(n, _)| **n != *name);
+        if !removal {
+            self.pairs.insert(0, (name.into(), value.into()));
+        }
+        Ok(())
+    }
+
+    /// Sets `cookie` with its value signed by the first of `keys`.
+    pub fn set_signed(
+        &mut self,
+        keys: &SigningKeys,
+        mut cookie: Cookie,
+    ) -> Result<(), CookieError> {
+        let signed = keys.sign(cookie.name(), cookie.value());
+        cookie.set_value(signed);
+        self.set(cookie)
+    }
+
+    /// Sets `cookie` with its value encrypted by the first of `keys`; any
+    /// UTF-8 value may be stored this way, as the sealed form is
+    /// base64url. A sealed value over [`MAX_NAME_VALUE_BYTES`] is refused.
+    pub fn set_private(&mut self, keys: &EncryptionKeys, mut cookie: Cookie) -> Result<(), Error> {
+        let sealed = keys.encrypt(cookie.name(), cookie.value())?;
+        cookie.set_value(sealed);
+        Ok(self.set(cookie)?)
+    }
+
+    /// Removes cookie `name` from the client (see [`Cookie::removal`]); the
+    /// `path` must be the one it was set with.
+    pub fn remove(&mut self, name: &str, path: &str) -> Result<(), CookieError> {
+        let mut cookie = Cookie::removal(name).path(path);
+        let lower = name.to_ascii_lowercase();
+        if lower.starts_with("__secure-") || lower.starts_with("__host-") {
+            cookie = cookie.secure(true);
+        }
+        self.set(cookie)
+    }
+
+    /// The `Set-Cookie` values to send, in the order they were set.
+    pub fn changes(&self) -> &[http::HeaderValue] {
+        &self.changes
+    }
+
+    /// Appends the `Set-Cookie` fields to `headers` (for middleware that
+    /// holds a response already).
+    pub fn write_to(self, headers: &mut HeaderMap) {
+        for value in self.changes {
+            headers.append(header::SET_COOKIE, value);
+        }
+    }
+}
+
+/// `(jar, response)`: the response with the jar's `Set-Cookie` fields
+/// appended.
+impl<T: IntoResponse> IntoResponse for (CookieJar, T) {
+    fn into_response(self) -> Response {
+        let (jar, inner) = self;
+        let mut res = inner.into_response();
+        jar.write_to(res.headers_mut());
+        res
+    }
+}
+
+impl FromRequest for CookieJar {
+    type Rejection = CookieRejection;
+
+    async fn from_request(req: &mut Request) -> Result<Self, Self::Rejection> {
+        CookieJar::from_headers(req.headers())
+    }
+}
+
+/// A request whose cookies are over the limits: `431 Request Header Fields
+/// Too Large` (RFC 6585 §5), which names the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CookieRejection {
+    /// More than [`MAX_COOKIE_HEADER_BYTES`] of `Cookie` fields.
+    TooLarge,
+    /// More than [`MAX_COOKIES`] pairs.
+    TooMany,
+}
+
+impl CookieRejection {
+    /// The status: `431`.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+    }
+
+    /// What went wrong, for a person.
+    pub fn detail(&self) -> String {
+        match self {
+            CookieRejection::TooLarge => {
+                format!("the Cookie header is over {MAX_COOKIE_HEADER_BYTES} bytes")
+            }
+            CookieRejection::TooMany => format!("the request carries over {MAX_COOKIES} cookies"),
+        }
+    }
+}
+
+impl fmt::Display for CookieRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.detail())
+    }
+}
+
+impl IntoResponse for CookieRejection {
+    fn into_response(self) -> Response {
+        tracing::trace!(target: "celer::rejection", status = %self.status(), rejection = %self);
+        crate::error::generated(self.status(), "Cookies Too Large", &self.detail())
+    }
+}
+
+/// With `?` a handler returning [`Error`] keeps the `431` and the detail.
+impl From<CookieRejection> for Error {
+    fn from(rejection: CookieRejection) -> Error {
+        Error::status(rejection.status(), rejection.detail())
+    }
+}

@@ -1,0 +1,449 @@
+//! Sessions: data kept across a client's requests, in a server store
+//! ([`MemoryStore`], or any [`SessionStore`]) or in an encrypted cookie
+//! ([`CookieStore`]).
+//!
+//! [`Sessions`] is app (or scope) middleware; handlers take the
+//! [`Session`] with `req.extract::<Session>()`. The session is loaded the
+//! first time a handler reads it (a route that never does pays one
+//! `Cookie` lookup) and saved only when it changed.
+//!
+//! - **No fixation:** [`Session::rotate`] (call it at login and at any
+//!   change of privilege) gives the session a new id and deletes the old
+//!   one from the store; [`Session::destroy`] ends it (logout).
+//! - **Expiry:** a session unused for the idle timeout, or older than the
+//!   absolute timeout, reads as empty and its old id is deleted. The
+//!   last-use time is refreshed (a save) at most every quarter of the idle
+//!   timeout, not on every request.
+//! - **Size:** the JSON of a session's data is at most
+//!   [`DEFAULT_MAX_SESSION_BYTES`] (or [`Sessions::max_bytes`]); an
+//!   insert past it fails with a `500` naming the limit.
+//!
+//! | limit | default |
+//! |---|---|
+//! | [`DEFAULT_IDLE_TIMEOUT`] | 30 minutes |
+//! | [`DEFAULT_ABSOLUTE_TIMEOUT`] | 24 hours |
+//! | [`DEFAULT_MAX_SESSION_BYTES`] | 2900 bytes (fits a sealed cookie) |
+//! | [`DEFAULT_MAX_SESSIONS`] | 100,000 in a [`MemoryStore`] |
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use celer::session::{MemoryStore, Session, Sessions};
+//! use celer::{App, Error, Request};
+//!
+//! async fn login(mut req: Request) -> Result<&'static str, Error> {
+//!     let session = req.extract::<Session>().await?;
+//!     session.rotate().await?; // a fresh id for the signed-in session
+//!     session.insert("user", "ada").await?;
+//!     Ok("welcome")
+//! }
+//!
+//! async fn me(mut req: Request) -> Result<String, Error> {
+//!     let session = req.extract::<Session>().await?;
+//!     Ok(session.get::<String>("user").await?.unwrap_or_else(|| "nobody".into()))
+//! }
+//!
+//! let mut app = App::new();
+//! app.middleware(Sessions::new(MemoryStore::new()).cookie_name("sid").secure(false).layer());
+//! app.post("/login", login);
+//! app.get("/me", me);
+//!
+//! let client = celer::test::TestClient::new(app);
+//! let res = client.post("/login").send().await;
+//! let cookie = res.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
+//! assert!(cookie.starts_with("sid="));
+//! let res = client.get("/me").header("cookie", cookie.as_str()).send().await;
+//! assert_eq!(res.text(), "ada");
+//! assert!(res.header("set-cookie").is_none()); // nothing changed, nothing saved
+//! # });
+//! ```
+
+mod store;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures_util::future::BoxFuture;
+use http::StatusCode;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use self::store::{
+    CookieStore, DEFAULT_MAX_SESSIONS, MemoryStore, SessionStore, StoreError, new_id,
+};
+
+use crate::cookie::{Cookie, CookieJar, SameSite};
+use crate::extract::FromRequest;
+use crate::{Error, Next, Request, Response};
+
+/// The default idle timeout: 30 minutes without a request that reads the
+/// session end it (OWASP's session management guidance for most apps).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// The default absolute timeout: a session ends 24 hours after it began,
+/// in use or not.
+pub const DEFAULT_ABSOLUTE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// The default limit on a session's data, as JSON: 2900 bytes, which
+/// sealed and base64url-encoded still fits a 4096-byte cookie.
+pub const DEFAULT_MAX_SESSION_BYTES: usize = 2900;
+
+/// A session as stored: its data and its times (milliseconds since the
+/// Unix epoch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// When the session began.
+    pub created: u64,
+    /// When a request last read it (refreshed at most every quarter of the
+    /// idle timeout).
+    pub seen: u64,
+    /// The data, by key.
+    pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Record {
+    /// An empty record begun now.
+    pub fn new() -> Record {
+        let now = now_ms();
+        Record {
+            created: now,
+            seen: now,
+            data: serde_json::Map::new(),
+        }
+    }
+}
+
+impl Default for Record {
+    fn default() -> Self {
+        Record::new()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Session middleware and its settings.
+#[derive(Clone)]
+pub struct Sessions {
+    config: Arc<Config>,
+}
+
+struct Config {
+    store: Arc<dyn SessionStore>,
+    cookie_name: String,
+    secure: bool,
+    same_site: SameSite,
+    idle: Duration,
+    absolute: Duration,
+    max_bytes: usize,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("cookie_name", &self.config.cookie_name)
+            .field("idle", &self.config.idle)
+            .field("absolute", &self.config.absolute)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sessions {
+    /// Sessions kept in `store`, in a cookie named `__Host-session`
+    /// (`Secure`, `HttpOnly`, `SameSite=Lax`, `Path=/`, no `Max-Age`: it
+    /// ends with the browser; the store's timeouts end it on the server).
+    pub fn new(store: impl SessionStore) -> Sessions {
+        Sessions {
+            config: Arc::new(Config {
+                store: Arc::new(store),
+                cookie_name: "__Host-session".into(),
+                secure: true,
+                same_site: SameSite::Lax,
+                idle: DEFAULT_IDLE_TIMEOUT,
+                absolute: DEFAULT_ABSOLUTE_TIMEOUT,
+                max_bytes: DEFAULT_MAX_SESSION_BYTES,
+            }),
+        }
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        Arc::get_mut(&mut self.config).expect("Sessions is configured before layer()")
+    }
+
+    /// The cookie's name. A `__Host-` name needs [`secure`](Self::secure).
+    pub fn cookie_name(mut self, name: impl Into<String>) -> Sessions {
+        self.config_mut().cookie_name = name.into();
+        self
+    }
+
+    /// Whether the cookie is `Secure` (default `true`); `false` for plain
+    /// HTTP in development, with a name without the `__Host-` prefix.
+    pub fn secure(mut self, secure: bool) -> Sessions {
+        self.config_mut().secure = secure;
+        self
+    }
+
+    /// The cookie's `SameSite` (default `Lax`).
+    pub fn same_site(mut self, same_site: SameSite) -> Sessions {
+        self.config_mut().same_site = same_site;
+        self
+    }
+
+    /// The idle timeout (default [`DEFAULT_IDLE_TIMEOUT`]).
+    pub fn idle_timeout(mut self, idle: Duration) -> Sessions {
+        self.config_mut().idle = idle;
+        self
+    }
+
+    /// The absolute timeout (default [`DEFAULT_ABSOLUTE_TIMEOUT`]).
+    pub fn absolute_timeout(mut self, absolute: Duration) -> Sessions {
+        self.config_mut().absolute = absolute;
+        self
+    }
+
+    /// The most bytes of a session's data as JSON (default
+    /// [`DEFAULT_MAX_SESSION_BYTES`]).
+    pub fn max_bytes(mut self, max_bytes: usize) -> Sessions {
+        self.config_mut().max_bytes = max_bytes;
+        self
+    }
+
+    /// The middleware, for [`App::middleware`](crate::App::middleware).
+    /// A request whose cookies are over the jar's limits is answered
+    /// `431` here.
+    pub fn layer(
+        &self,
+    ) -> impl Fn(Request, Next) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static
+    {
+        let config = self.config.clone();
+        move |req, next| Box::pin(run(config.clone(), req, next))
+    }
+}
+
+async fn run(config: Arc<Config>, mut req: Request, next: Next) -> Response {
+    use crate::IntoResponse as _;
+    let incoming = match CookieJar::from_headers(req.headers()) {
+        Ok(jar) => jar.get(&config.cookie_name).map(str::to_owned),
+        Err(rejection) => return rejection.into_response(),
+    };
+    let session = Session {
+        inner: Arc::new(Inner {
+            config: config.clone(),
+            incoming,
+            state: Mutex::new(State::default()),
+        }),
+    };
+    req.extensions_mut().insert(session.clone());
+    let mut res = next.run(req).await;
+    if let Err(err) = session.finish(&mut res).await {
+        return err.into_response();
+    }
+    res
+}
+
+/// The session of the request (see the [module](self) docs).
+#[derive(Clone)]
+pub struct Session {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    config: Arc<Config>,
+    /// The handle the request's cookie carried.
+    incoming: Option<String>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// `None` until first read.
+    record: Option<Record>,
+    /// Whether the incoming handle named a live session.
+    live: bool,
+    changed: bool,
+    rotate: bool,
+    destroyed: bool,
+}
+
+impl Session {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Loads the record on first use.
+    async fn ensure(&self) -> Result<(), Error> {
+        if self.lock().record.is_some() {
+            return Ok(());
+        }
+        let config = &self.inner.config;
+        let loaded = match &self.inner.incoming {
+            Some(handle) => config.store.load(handle).await?,
+            None => None,
+        };
+        let now = now_ms();
+        let idle = config.idle.as_millis() as u64;
+        let absolute = config.absolute.as_millis() as u64;
+        let fresh = loaded.filter(|r| {
+            now.saturating_sub(r.seen) <= idle && now.saturating_sub(r.created) <= absolute
+        });
+        let mut state = self.lock();
+        if state.record.is_none() {
+            state.live = fresh.is_some();
+            let mut record = fresh.unwrap_or_default();
+            // Refresh the last use at most every quarter of the idle
+            // timeout: a save, not one per request.
+            if state.live && now.saturating_sub(record.seen) > idle / 4 {
+                record.seen = now;
+                state.changed = true;
+            }
+            state.record = Some(record);
+        }
+        Ok(())
+    }
+
+    /// The value under `key`, if any; a value of another shape is a `500`.
+    pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
+        self.ensure().await?;
+        let state = self.lock();
+        match state.record.as_ref().and_then(|r| r.data.get(key)) {
+            Some(value) => Ok(Some(T::deserialize(value).map_err(Error::internal)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Sets `key` to `value`. Past the size limit the session is left as
+    /// it was and the error (a `500`) names the limit.
+    pub async fn insert<T: Serialize>(&self, key: &str, value: T) -> Result<(), Error> {
+        self.ensure().await?;
+        let value = serde_json::to_value(value).map_err(Error::internal)?;
+        let max = self.inner.config.max_bytes;
+        let mut state = self.lock();
+        let record = state.record.get_or_insert_with(Record::new);
+        let old = record.data.insert(key.to_owned(), value);
+        let size = serde_json::to_vec(&record.data).map_or(usize::MAX, |v| v.len());
+        if size > max {
+            match old {
+                Some(old) => record.data.insert(key.to_owned(), old),
+                None => record.data.remove(key),
+            };
+            return Err(Error::internal(format!(
+                "session data would be {size} bytes, over the limit of {max} (Sessions::max_bytes)"
+            )));
+        }
+        state.changed = true;
+        state.destroyed = false;
+        Ok(())
+    }
+
+    /// Removes `key`, returning its value.
+    pub async fn remove(&self, key: &str) -> Result<Option<serde_json::Value>, Error> {
+        self.ensure().await?;
+        let mut state = self.lock();
+        let old = state.record.as_mut().and_then(|r| r.data.remove(key));
+        if old.is_some() {
+            state.changed = true;
+        }
+        Ok(old)
+    }
+
+    /// Gives the session a new id, keeping its data, and deletes the old
+    /// id from the store: call it at login so an id planted before login
+    /// (session fixation) is worth nothing after.
+    pub async fn rotate(&self) -> Result<(), Error> {
+        self.ensure().await?;
+        let mut state = self.lock();
+        state.rotate = true;
+        state.changed = true;
+        Ok(())
+    }
+
+    /// Ends the session: its data is dropped, the store forgets it and the
+    /// client's cookie is removed.
+    pub async fn destroy(&self) -> Result<(), Error> {
+        self.ensure().await?;
+        let mut state = self.lock();
+        state.record = Some(Record::new());
+        state.destroyed = true;
+        state.changed = false;
+        Ok(())
+    }
+
+    /// Saves what changed and sets the cookie.
+    async fn finish(&self, res: &mut Response) -> Result<(), Error> {
+        let config = &self.inner.config;
+        let (record, live, rotate, destroyed) = {
+            let state = self.lock();
+            let Some(record) = state.record.as_ref() else {
+                return Ok(()); // never read: nothing to do
+            };
+            if !state.changed && !state.destroyed {
+                return Ok(());
+            }
+            (record.clone(), state.live, state.rotate, state.destroyed)
+        };
+        let incoming = self.inner.incoming.as_deref();
+        let mut jar = CookieJar::new();
+        let cookie = |value: String| {
+            Cookie::new(config.cookie_name.clone(), value)
+                .path("/")
+                .http_only(true)
+                .secure(config.secure)
+                .same_site(config.same_site)
+        };
+        if destroyed {
+            if let Some(old) = incoming {
+                config.store.delete(old).await?;
+            }
+            if incoming.is_some() {
+                jar.set(cookie(String::new()).max_age(Duration::ZERO))?;
+            }
+        } else {
+            // A new, expired or rotated session gets a fresh handle; the
+            // old one is deleted.
+            let keep = if live && !rotate { incoming } else { None };
+            if keep.is_none()
+                && let Some(old) = incoming
+            {
+                config.store.delete(old).await?;
+            }
+            let ttl = config.idle.min(config.absolute);
+            let handle = config.store.save(keep, &record, ttl).await?;
+            if Some(handle.as_str()) != incoming {
+                jar.set(cookie(handle))?;
+            }
+        }
+        jar.write_to(res.headers_mut());
+        Ok(())
+    }
+}
+
+impl FromRequest for Session {
+    type Rejection = Error;
+
+    async fn from_request(req: &mut Request) -> Result<Self, Self::Rejection> {
+        req.extensions().get::<Session>().cloned().ok_or_else(|| {
+            Error::internal(
+                "no Session on this request: install Sessions::layer() with App::middleware",
+            )
+        })
+    }
+}
+
+/// The status of a session store's failure.
+impl StoreError {
+    /// `500`: a store failing is the server's problem.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+}

@@ -1,0 +1,124 @@
+//! `GET /plaintext` twice in one app, for `bench/instructions`: as
+//! `example-hello` answers it, and under `/s/plaintext` behind the
+//! security stack a logged-in browser's request meets: the cookie jar
+//! extracted, the session (in memory) loaded and read, and the CSRF
+//! middleware (which lets a `GET` through after its method check).
+//!
+//! The benchmark client sends no cookies, so an app-level middleware adds
+//! the `Cookie` a browser would send (a live session id, two other
+//! cookies) to every request, on both routes alike.
+//!
+//! ```text
+//! example-hello-secure --listen tcp://127.0.0.1:8080 [--workers N]
+//! bench/instructions --path /plaintext BIN; bench/instructions --path /s/plaintext BIN
+//! ```
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+use std::future::Future;
+use std::time::Duration;
+
+use celer::cookie::CookieJar;
+use celer::csrf::Csrf;
+use celer::response::IntoResponse;
+use celer::serve::{Listen, Server};
+use celer::session::{MemoryStore, Record, Session, SessionStore, Sessions};
+use celer::{App, Body, Error, Next, Request, Response};
+use clap::Parser;
+use http::HeaderValue;
+use http::header::{CONTENT_TYPE, COOKIE};
+
+#[derive(Parser, Debug)]
+#[command(about = "GET /plaintext with and without cookies, session and CSRF")]
+struct Args {
+    /// Where to listen (repeatable): tcp://HOST:PORT, unix:PATH, fd:N, systemd.
+    #[arg(long, default_value = "tcp://127.0.0.1:8080")]
+    listen: Vec<Listen>,
+    /// Worker threads (default: one per CPU).
+    #[arg(long)]
+    workers: Option<usize>,
+}
+
+fn hello() -> Response {
+    (
+        [(CONTENT_TYPE, HeaderValue::from_static("text/plain"))],
+        Body::from("Hello, World!"),
+    )
+        .into_response()
+}
+
+async fn plaintext(_req: Request) -> Response {
+    hello()
+}
+
+async fn secure(mut req: Request) -> Result<Response, Error> {
+    let jar = req.extract::<CookieJar>().await?;
+    let session = req.extract::<Session>().await?;
+    let user: Option<String> = session.get("user").await?;
+    debug_assert_eq!(user.as_deref(), Some("ada"));
+    debug_assert_eq!(jar.get("theme"), Some("dark"));
+    Ok(hello())
+}
+
+/// Polls a future that is ready at once (the memory store's).
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => unreachable!("the memory store answers at once"),
+    }
+}
+
+fn app() -> App {
+    let store = std::sync::Arc::new(MemoryStore::new());
+    let mut record = Record::new();
+    record.data.insert("user".into(), "ada".into());
+    let id = ready(store.save(None, &record, Duration::from_secs(24 * 3600))).expect("a session");
+    let cookie = HeaderValue::from_str(&format!("theme=dark; sid={id}; lang=en")).expect("cookie");
+
+    let mut app = App::new();
+    app.middleware(move |mut req: Request, next: Next| {
+        req.headers_mut().insert(COOKIE, cookie.clone());
+        next.run(req)
+    });
+    app.get("/plaintext", plaintext);
+    let sessions = Sessions::new(store).cookie_name("sid").secure(false);
+    let csrf = Csrf::new();
+    app.scope("/s", |s| {
+        s.middleware(sessions.layer());
+        s.middleware(csrf.layer());
+        s.get("/plaintext", secure);
+    });
+    app
+}
+
+fn main() {
+    let args = Args::parse();
+    let mut builder = Server::builder();
+    if let Some(n) = args.workers {
+        builder = builder.workers(n);
+    }
+    for l in args.listen {
+        builder = builder.listen(l);
+    }
+    let bound = match builder.bind() {
+        Ok(b) => b,
+        Err(err) => {
+            eprintln!("example-hello-secure: {err}");
+            std::process::exit(2);
+        }
+    };
+    eprintln!(
+        "example-hello-secure listening on {}",
+        bound.local_specs().join(", ")
+    );
+    let signal = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    if let Err(err) = app().run(bound, signal) {
+        eprintln!("example-hello-secure: {err}");
+        std::process::exit(1);
+    }
+}
