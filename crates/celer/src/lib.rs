@@ -205,6 +205,7 @@ pub mod extract;
 pub mod files;
 pub mod handler;
 pub mod middleware;
+pub mod multipart;
 mod request;
 pub mod response;
 pub mod router;
