@@ -203,6 +203,7 @@ mod body;
 mod error;
 pub mod extract;
 pub mod files;
+pub mod form;
 pub mod handler;
 pub mod middleware;
 pub mod multipart;

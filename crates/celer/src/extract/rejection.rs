@@ -308,6 +308,9 @@ pub(crate) fn status_of(
     if let Some(err) = err.downcast_ref::<crate::multipart::MultipartError>() {
         return Some((err.status(), err.body_text(), err.detail()));
     }
+    if let Some(err) = err.downcast_ref::<crate::form::FormError>() {
+        return Some((err.status(), err.body_text(), err.detail()));
+    }
     let grouped = err.is::<BytesRejection>()
         || err.is::<TextRejection>()
         || err.is::<JsonRejection>()

@@ -9,6 +9,7 @@ mod extract;
 mod files;
 mod logs;
 mod middleware;
+mod multipart;
 mod negotiate;
 mod offload;
 mod panics;
