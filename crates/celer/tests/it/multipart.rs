@@ -171,7 +171,7 @@ impl Sink {
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let port = loop {
             let line = lines.next().expect("the sink printed its port").expect("stdout");
-            if let Some(port) = line.strip_prefix("port=") {
+            if let Some((_, port)) = line.split_once("port=") {
                 break port.parse().expect("port");
             }
         };
