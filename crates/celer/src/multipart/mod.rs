@@ -75,34 +75,106 @@ use parse::{Event, ParseError, Parser, PartHead};
 
 #[doc(hidden)]
 pub mod fuzzing {
-    //! The parser's entry point for the fuzz target.
+    //! The parser's entry point for the `multipart` fuzz target
+    //! (fuzz/fuzz_targets/multipart.rs); the crate's tests replay
+    //! fuzz/corpus/multipart through it.
 
-    /// Runs the parser over `data`, split at `split`, under small limits;
-    /// it must end in an event or an error, never panic or loop.
-    pub fn parse(data: &[u8], split: usize) {
-        let limits = super::Limits {
+    use bytes::BytesMut;
+
+    use super::{Event, Limits, ParseError, Parser, PartHead};
+
+    type Outcome = (Vec<(PartHead, Vec<u8>)>, Result<(), ParseError>);
+
+    fn run(data: &[u8], splits: &[usize]) -> Outcome {
+        let limits = Limits {
             parts: 64,
             head_bytes: 512,
             preamble_bytes: 256,
-            ..Default::default()
+            ..Limits::default()
         };
-        let mut parser = super::Parser::new("XyZ", limits);
-        let mut buf = bytes::BytesMut::new();
-        let (first, second) = data.split_at(split.min(data.len()));
-        let mut input = [first, second].into_iter();
+        let mut parser = Parser::new("XyZ", limits);
+        let mut buf = BytesMut::new();
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        for &split in splits {
+            let split = split.clamp(at, data.len());
+            pieces.push(&data[at..split]);
+            at = split;
+        }
+        pieces.push(&data[at..]);
+        let mut pieces = pieces.into_iter();
+        let mut parts: Vec<(PartHead, Vec<u8>)> = Vec::new();
         let mut eof = false;
-        // Every step consumes input or ends, so this is bounded.
-        for _ in 0..(data.len() * 4 + 16) {
+        let mut in_part = false;
+        // Each step consumes input or ends: a bound on the steps catches a
+        // loop that does not.
+        for _ in 0..(data.len() * 4 + 64) {
             match parser.next(&mut buf, eof) {
-                Ok(super::Event::NeedMore) => match input.next() {
-                    Some(chunk) => buf.extend_from_slice(chunk),
+                Ok(Event::NeedMore) => match pieces.next() {
+                    Some(piece) => buf.extend_from_slice(piece),
                     None => eof = true,
                 },
-                Ok(super::Event::End) | Err(_) => return,
-                Ok(_) => {}
+                Ok(Event::Part(head)) => {
+                    assert!(!in_part, "a part began inside a part");
+                    assert!(parts.len() < limits.parts, "more parts than the limit");
+                    in_part = true;
+                    parts.push((head, Vec::new()));
+                }
+                Ok(Event::Data(data)) => {
+                    assert!(in_part && !data.is_empty(), "data outside a part");
+                    parts.last_mut().expect("a part").1.extend_from_slice(&data);
+                }
+                Ok(Event::PartEnd) => {
+                    assert!(in_part, "a part ended outside a part");
+                    in_part = false;
+                }
+                Ok(Event::End) => return (parts, Ok(())),
+                Err(err) => return (parts, Err(err)),
             }
+            // A buffer holds at most the unconsumed input: a head under
+            // its limit or a delimiter's length of body, plus one piece.
+            assert!(buf.len() <= data.len(), "the buffer grew past the input");
         }
         panic!("the multipart parser did not finish");
+    }
+
+    /// Parses `data` whole and cut at three points taken from its first
+    /// bytes: the parts, their bodies and the outcome must be the same.
+    pub fn multipart(data: &[u8]) {
+        let whole = run(data, &[]);
+        let seed = |i: usize| data.get(i).map_or(0, |&b| b as usize);
+        let n = data.len().max(1);
+        let splits = [seed(0) * 7 % n, seed(1) * 13 % n, seed(2) * 31 % n];
+        let mut sorted = splits;
+        sorted.sort_unstable();
+        let cut = run(data, &sorted);
+        assert_eq!(whole, cut, "the outcome depends on how the bytes arrive");
+        let bytewise: Vec<usize> = (1..data.len().min(512)).collect();
+        if data.len() <= 512 {
+            assert_eq!(whole, run(data, &bytewise), "byte by byte differs");
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// Every checked-in input of fuzz/corpus/multipart and
+        /// fuzz/regressions/multipart.
+        #[test]
+        fn the_fuzz_corpus_should_replay() {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+            let mut seen = 0;
+            for dir in ["corpus/multipart", "regressions/multipart"] {
+                let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+                    continue;
+                };
+                for entry in entries {
+                    let data = std::fs::read(entry.expect("entry").path()).expect("read");
+                    super::multipart(&data);
+                    seen += 1;
+                }
+            }
+            assert!(seen > 0, "no corpus under fuzz/corpus/multipart");
+        }
     }
 }
 
