@@ -199,6 +199,7 @@
 //! `http::Request<B>` through `tower::Service`.
 
 pub mod app;
+pub mod cors;
 mod body;
 mod error;
 pub mod extract;
