@@ -5,6 +5,7 @@ mod body_limit;
 mod cache;
 mod compile_fail;
 mod compression;
+mod cors;
 mod extract;
 mod files;
 mod logs;
