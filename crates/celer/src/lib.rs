@@ -207,6 +207,7 @@ pub mod files;
 pub mod form;
 pub mod handler;
 pub mod middleware;
+pub mod ratelimit;
 pub mod multipart;
 mod request;
 pub mod response;

@@ -14,6 +14,7 @@ mod multipart;
 mod negotiate;
 mod offload;
 mod panics;
+mod ratelimit;
 mod router_table;
 mod routing;
 mod scopes;
