@@ -212,6 +212,7 @@ pub mod multipart;
 mod request;
 pub mod response;
 pub mod router;
+pub mod security;
 pub mod serve;
 pub mod sse;
 pub mod test;

@@ -18,6 +18,7 @@ mod ratelimit;
 mod router_table;
 mod routing;
 mod scopes;
+mod security;
 mod serving;
 mod silent;
 mod sse;
