@@ -199,16 +199,16 @@
 //! `http::Request<B>` through `tower::Service`.
 
 pub mod app;
-pub mod cors;
 mod body;
+pub mod cors;
 mod error;
 pub mod extract;
 pub mod files;
 pub mod form;
 pub mod handler;
 pub mod middleware;
-pub mod ratelimit;
 pub mod multipart;
+pub mod ratelimit;
 mod request;
 pub mod response;
 pub mod router;

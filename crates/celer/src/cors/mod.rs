@@ -211,7 +211,11 @@ where
 }
 
 fn join<T: AsRef<str>>(items: impl IntoIterator<Item = T>) -> Option<HeaderValue> {
-    let joined = items.into_iter().map(|i| i.as_ref().to_owned()).collect::<Vec<_>>().join(",");
+    let joined = items
+        .into_iter()
+        .map(|i| i.as_ref().to_owned())
+        .collect::<Vec<_>>()
+        .join(",");
     (!joined.is_empty()).then(|| HeaderValue::from_str(&joined).expect("tokens joined by commas"))
 }
 
@@ -262,7 +266,9 @@ impl Compiled {
         // Fetch §3.2.2: a preflight is an OPTIONS request with
         // `Access-Control-Request-Method`.
         let preflight = req.method() == Method::OPTIONS
-            && req.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+            && req
+                .headers()
+                .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
         let mut res = if preflight {
             StatusCode::OK.into_response()
         } else {

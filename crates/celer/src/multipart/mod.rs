@@ -268,7 +268,9 @@ impl Multipart {
             }
             Event::End => Ok(None),
             // The parser yields data only inside a part.
-            _ => Err(MultipartError::new(Kind::Parse(ParseError::MalformedDelimiter))),
+            _ => Err(MultipartError::new(Kind::Parse(
+                ParseError::MalformedDelimiter,
+            ))),
         }
     }
 
@@ -325,7 +327,9 @@ impl Multipart {
                 self.in_part = false;
                 Ok(None)
             }
-            _ => Err(MultipartError::new(Kind::Parse(ParseError::MalformedDelimiter))),
+            _ => Err(MultipartError::new(Kind::Parse(
+                ParseError::MalformedDelimiter,
+            ))),
         }
     }
 }
@@ -395,7 +399,8 @@ impl Part<'_> {
     /// The whole part as UTF-8 text, up to [`Limits::field_bytes`].
     pub async fn text(&mut self) -> Result<String, MultipartError> {
         let bytes = self.bytes().await?;
-        String::from_utf8(bytes.into()).map_err(|err| MultipartError::with_source(Kind::InvalidUtf8, err))
+        String::from_utf8(bytes.into())
+            .map_err(|err| MultipartError::with_source(Kind::InvalidUtf8, err))
     }
 
     /// Streams the part into a new file at `path` (failing if it exists)

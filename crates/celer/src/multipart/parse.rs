@@ -148,12 +148,18 @@ impl Parser {
                 State::Preamble { seen } => {
                     let dash_boundary = &self.delimiter[2..];
                     // The body may start with the dash-boundary itself.
-                    if seen == 0 && buf.len() >= dash_boundary.len() && buf.starts_with(dash_boundary) {
+                    if seen == 0
+                        && buf.len() >= dash_boundary.len()
+                        && buf.starts_with(dash_boundary)
+                    {
                         buf.advance(dash_boundary.len());
                         self.state = State::AfterDelimiter;
                         continue;
                     }
-                    if seen == 0 && buf.len() < dash_boundary.len() && dash_boundary.starts_with(buf) {
+                    if seen == 0
+                        && buf.len() < dash_boundary.len()
+                        && dash_boundary.starts_with(buf)
+                    {
                         return Ok(Event::NeedMore);
                     }
                     if let Some(at) = self.finder.find(buf) {
@@ -354,7 +360,8 @@ pub(super) fn boundary_of(content_type: &str) -> Option<&str> {
             .and_then(|v| v.strip_suffix('"'))
             .unwrap_or(value);
         let bchars = |c: char| c.is_ascii_alphanumeric() || "'()+_,-./:=? ".contains(c);
-        let valid = (1..=70).contains(&value.len()) && value.chars().all(bchars) && !value.ends_with(' ');
+        let valid =
+            (1..=70).contains(&value.len()) && value.chars().all(bchars) && !value.ends_with(' ');
         return valid.then_some(value);
     }
     None
@@ -364,7 +371,11 @@ pub(super) fn boundary_of(content_type: &str) -> Option<&str> {
 mod tests {
     use super::*;
 
-    fn all(input: &[u8], chunk: usize, limits: Limits) -> Result<Vec<(PartHead, Vec<u8>)>, ParseError> {
+    fn all(
+        input: &[u8],
+        chunk: usize,
+        limits: Limits,
+    ) -> Result<Vec<(PartHead, Vec<u8>)>, ParseError> {
         let mut parser = Parser::new("XyZ", limits);
         let mut buf = BytesMut::new();
         let mut out: Vec<(PartHead, Vec<u8>)> = Vec::new();
@@ -403,36 +414,66 @@ mod tests {
     fn a_body_without_its_close_delimiter_should_be_truncated() {
         let cut = &BODY[..BODY.len() - 20];
         assert_eq!(all(cut, 5, Limits::default()), Err(ParseError::Truncated));
-        assert_eq!(all(b"no boundary at all", 5, Limits::default()), Err(ParseError::NoBoundary));
+        assert_eq!(
+            all(b"no boundary at all", 5, Limits::default()),
+            Err(ParseError::NoBoundary)
+        );
     }
 
     #[test]
     fn limits_should_hold() {
-        let limits = Limits { parts: 1, ..Limits::default() };
+        let limits = Limits {
+            parts: 1,
+            ..Limits::default()
+        };
         assert_eq!(all(BODY, 4, limits), Err(ParseError::TooManyParts));
-        let limits = Limits { head_bytes: 40, ..Limits::default() };
+        let limits = Limits {
+            head_bytes: 40,
+            ..Limits::default()
+        };
         assert_eq!(all(BODY, 4, limits), Err(ParseError::HeadTooLarge));
-        let limits = Limits { preamble_bytes: 4, ..Limits::default() };
+        let limits = Limits {
+            preamble_bytes: 4,
+            ..Limits::default()
+        };
         assert_eq!(all(BODY, 4, limits), Err(ParseError::NoBoundary));
     }
 
     #[test]
     fn boundaries_should_follow_rfc_2046() {
-        assert_eq!(boundary_of("multipart/form-data; boundary=abc"), Some("abc"));
-        assert_eq!(boundary_of("Multipart/Form-Data; charset=x; boundary=\"a b\""), Some("a b"));
+        assert_eq!(
+            boundary_of("multipart/form-data; boundary=abc"),
+            Some("abc")
+        );
+        assert_eq!(
+            boundary_of("Multipart/Form-Data; charset=x; boundary=\"a b\""),
+            Some("a b")
+        );
         assert_eq!(boundary_of("multipart/form-data"), None);
         assert_eq!(boundary_of("multipart/form-data; boundary="), None);
-        assert_eq!(boundary_of(&format!("multipart/form-data; boundary={}", "a".repeat(71))), None);
+        assert_eq!(
+            boundary_of(&format!("multipart/form-data; boundary={}", "a".repeat(71))),
+            None
+        );
         assert_eq!(boundary_of("multipart/mixed; boundary=abc"), None);
     }
 
     #[test]
     fn heads_should_need_a_form_data_name() {
         let body = b"--XyZ\r\nContent-Type: text/plain\r\n\r\nx\r\n--XyZ--";
-        assert_eq!(all(body, 3, Limits::default()), Err(ParseError::MissingName));
+        assert_eq!(
+            all(body, 3, Limits::default()),
+            Err(ParseError::MissingName)
+        );
         let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"a\r\n\r\nx\r\n--XyZ--";
-        assert_eq!(all(body, 3, Limits::default()), Err(ParseError::MalformedHead));
+        assert_eq!(
+            all(body, 3, Limits::default()),
+            Err(ParseError::MalformedHead)
+        );
         let body = b"--XyZ garbage\r\n\r\n--XyZ--";
-        assert_eq!(all(body, 3, Limits::default()), Err(ParseError::MalformedDelimiter));
+        assert_eq!(
+            all(body, 3, Limits::default()),
+            Err(ParseError::MalformedDelimiter)
+        );
     }
 }

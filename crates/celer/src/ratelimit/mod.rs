@@ -129,7 +129,8 @@ fn nanos(n: u128) -> Duration {
 pub trait Store: Send + Sync + 'static {
     /// Counts one request for `key` under `quota` and says whether it may
     /// go on.
-    fn check<'a>(&'a self, key: &'a str, quota: Quota) -> BoxFuture<'a, Result<Decision, BoxError>>;
+    fn check<'a>(&'a self, key: &'a str, quota: Quota)
+    -> BoxFuture<'a, Result<Decision, BoxError>>;
 }
 
 /// Rate-limit state in memory, for one process. It remembers at most
@@ -208,7 +209,11 @@ fn evict(tats: &mut HashMap<Box<str>, u128>, now: u128, max_keys: usize) {
 }
 
 impl Store for MemoryStore {
-    fn check<'a>(&'a self, key: &'a str, quota: Quota) -> BoxFuture<'a, Result<Decision, BoxError>> {
+    fn check<'a>(
+        &'a self,
+        key: &'a str,
+        quota: Quota,
+    ) -> BoxFuture<'a, Result<Decision, BoxError>> {
         let now = self.epoch.elapsed().as_nanos();
         let decision = self.check_now(key, quota, now);
         Box::pin(async move { Ok(decision) })
@@ -230,7 +235,9 @@ impl fmt::Debug for Key {
 impl Key {
     /// The client's IP address ([`Request::remote_addr`]).
     pub fn client_addr() -> Key {
-        Key(Arc::new(|req: &Request| req.remote_addr().map(|a| a.ip().to_string())))
+        Key(Arc::new(|req: &Request| {
+            req.remote_addr().map(|a| a.ip().to_string())
+        }))
     }
 
     /// The value of a request header, e.g. an API key; requests without
@@ -245,7 +252,9 @@ impl Key {
 
     /// The method and path: one budget per resource for everyone.
     pub fn route() -> Key {
-        Key(Arc::new(|req: &Request| Some(format!("{} {}", req.method(), req.path()))))
+        Key(Arc::new(|req: &Request| {
+            Some(format!("{} {}", req.method(), req.path()))
+        }))
     }
 
     /// Any function of the request; `None` puts the request in the shared
@@ -296,7 +305,8 @@ impl RateLimit {
     /// otherwise.
     pub fn policy(mut self, name: &str) -> RateLimit {
         assert!(
-            name.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'),
+            name.bytes()
+                .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'),
             "a policy name is printable ASCII without quotes or backslashes"
         );
         self.policy = name.into();
@@ -331,8 +341,10 @@ impl RateLimit {
                 "too many requests",
                 "too many requests: retry after the time in Retry-After",
             );
-            res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(ceil_secs(decision.retry_after)));
+            res.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(ceil_secs(decision.retry_after)),
+            );
             res
         };
         let fields = res.headers_mut();

@@ -79,8 +79,14 @@ impl SecurityHeaders {
     pub fn new() -> SecurityHeaders {
         SecurityHeaders {
             fields: vec![
-                (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(DEFAULT_CSP)),
-                (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    HeaderValue::from_static(DEFAULT_CSP),
+                ),
+                (
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    HeaderValue::from_static("nosniff"),
+                ),
                 (
                     header::REFERRER_POLICY,
                     HeaderValue::from_static("strict-origin-when-cross-origin"),
@@ -123,7 +129,10 @@ impl SecurityHeaders {
 
     /// The `Cross-Origin-Opener-Policy`.
     pub fn cross_origin_opener_policy(self, policy: Option<&str>) -> SecurityHeaders {
-        self.set(HeaderName::from_static("cross-origin-opener-policy"), policy)
+        self.set(
+            HeaderName::from_static("cross-origin-opener-policy"),
+            policy,
+        )
     }
 
     /// `X-Content-Type-Options: nosniff` or not.
@@ -133,7 +142,12 @@ impl SecurityHeaders {
 
     /// HSTS with this `max-age` (RFC 6797 §6.1), `includeSubDomains` and
     /// `preload` as asked; `None` never sends it.
-    pub fn hsts(mut self, max_age: Option<Duration>, include_subdomains: bool, preload: bool) -> SecurityHeaders {
+    pub fn hsts(
+        mut self,
+        max_age: Option<Duration>,
+        include_subdomains: bool,
+        preload: bool,
+    ) -> SecurityHeaders {
         self.hsts = max_age.map(|age| hsts_value(age, include_subdomains, preload));
         self
     }

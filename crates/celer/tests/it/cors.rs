@@ -69,28 +69,46 @@ fn open() -> Config {
 const SHAPES: &[(&str, &str, &str)] = &[
     ("GET", "/api", "Origin: https://a.example\r\n"),
     ("GET", "/api", ""),
-    ("POST", "/api", "Origin: https://b.example\r\nContent-Type: text/plain\r\n"),
+    (
+        "POST",
+        "/api",
+        "Origin: https://b.example\r\nContent-Type: text/plain\r\n",
+    ),
     (
         "OPTIONS",
         "/api",
         "Origin: https://a.example\r\nAccess-Control-Request-Method: PUT\r\nAccess-Control-Request-Headers: content-type,x-token\r\n",
     ),
-    ("OPTIONS", "/api", "Origin: https://a.example\r\nAccess-Control-Request-Method: POST\r\n"),
+    (
+        "OPTIONS",
+        "/api",
+        "Origin: https://a.example\r\nAccess-Control-Request-Method: POST\r\n",
+    ),
     ("GET", "/missing", "Origin: https://a.example\r\n"),
     ("GET", "/api", "Origin: https://evil.example\r\n"),
-    ("OPTIONS", "/api", "Origin: https://evil.example\r\nAccess-Control-Request-Method: PUT\r\n"),
+    (
+        "OPTIONS",
+        "/api",
+        "Origin: https://evil.example\r\nAccess-Control-Request-Method: PUT\r\n",
+    ),
 ];
 
 async fn ask(addr: std::net::SocketAddr, (method, path, extra): (&str, &str, &str)) -> Resp {
     let mut conn = Raw::connect(addr).await;
-    let req = format!("{method} {path} HTTP/1.1\r\nHost: t\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: t\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
     conn.send(req.as_bytes()).await;
     conn.response_to(method).await
 }
 
 /// A field's comma-separated items, lowercased, as a set.
 fn items(res: &Resp, name: &str) -> Option<BTreeSet<String>> {
-    res.header(name).map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()).collect())
+    res.header(name).map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_ascii_lowercase())
+            .collect()
+    })
 }
 
 /// Compares the answers; `preflights` is how many preflight shapes the
@@ -114,12 +132,27 @@ async fn compare(config: Config, preflights: usize) {
         let b = ask(theirs_addr, shape).await;
         let what = format!("{shape:?}");
         assert_eq!(a.status, b.status, "{what}");
-        assert_eq!(a.header("access-control-allow-origin"), b.header("access-control-allow-origin"), "{what}");
-        assert!(items(&a, "vary").is_some_and(|v| v.contains("origin")), "{what}: {:?}", a.header("vary"));
-        assert!(items(&b, "vary").is_some_and(|v| v.contains("origin")), "{what}");
+        assert_eq!(
+            a.header("access-control-allow-origin"),
+            b.header("access-control-allow-origin"),
+            "{what}"
+        );
+        assert!(
+            items(&a, "vary").is_some_and(|v| v.contains("origin")),
+            "{what}: {:?}",
+            a.header("vary")
+        );
+        assert!(
+            items(&b, "vary").is_some_and(|v| v.contains("origin")),
+            "{what}"
+        );
         if a.header("access-control-allow-origin").is_none() {
             // Not granted: no field that grants anything.
-            for name in ["access-control-allow-credentials", "access-control-allow-methods", "access-control-allow-headers"] {
+            for name in [
+                "access-control-allow-credentials",
+                "access-control-allow-methods",
+                "access-control-allow-headers",
+            ] {
                 assert_eq!(a.header(name), None, "{what}: {name}");
             }
             continue;
@@ -157,5 +190,8 @@ async fn answers_should_match_tower_http_with_any_origin_and_header() {
 #[test]
 #[should_panic(expected = "credentials cannot be allowed with any origin")]
 fn credentials_with_any_origin_should_be_refused_at_startup() {
-    let _ = Cors::new().allow_any_origin().allow_credentials(true).into_middleware();
+    let _ = Cors::new()
+        .allow_any_origin()
+        .allow_credentials(true)
+        .into_middleware();
 }

@@ -161,7 +161,10 @@ impl Sink {
     fn start() -> Sink {
         let exe = std::env::current_exe().expect("test binary");
         let mut child = Command::new(&exe)
-            .args(["--exact", "multipart::the_sink_should_count_the_parts_of_an_upload"])
+            .args([
+                "--exact",
+                "multipart::the_sink_should_count_the_parts_of_an_upload",
+            ])
             .args(["--nocapture", "--test-threads=1"])
             .env(SINK_ENV, "1")
             .stdin(Stdio::piped())
@@ -170,7 +173,10 @@ impl Sink {
             .unwrap_or_else(|err| panic!("{}: {err}", exe.display()));
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let port = loop {
-            let line = lines.next().expect("the sink printed its port").expect("stdout");
+            let line = lines
+                .next()
+                .expect("the sink printed its port")
+                .expect("stdout");
             if let Some((_, port)) = line.split_once("port=") {
                 break port.parse().expect("port");
             }
@@ -204,7 +210,11 @@ impl Sink {
         done.store(true, Ordering::Relaxed);
         sampler.join().expect("sampler");
         let (status, body) = out.split_once('\n').unwrap_or((&out, ""));
-        (status.to_owned(), body.to_owned(), peak.load(Ordering::Relaxed))
+        (
+            status.to_owned(),
+            body.to_owned(),
+            peak.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -256,12 +266,42 @@ async fn hostile_bodies_should_get_a_clear_4xx_with_bounded_memory() {
     let before = sink.rss_bytes();
     let cases: [(&str, &str, u64, &str, &str); 7] = [
         // A file whose closing boundary never comes: streamed, then 400.
-        ("/upload", "truncated", 100 * MIB, "400", "the multipart body ended before its closing boundary"),
+        (
+            "/upload",
+            "truncated",
+            100 * MIB,
+            "400",
+            "the multipart body ended before its closing boundary",
+        ),
         // No boundary at all: refused after the preamble limit.
-        ("/upload", "no-boundary", 100 * MIB, "400", "the multipart boundary never came"),
-        ("/upload", "malformed", 0, "400", "a multipart delimiter is malformed"),
-        ("/upload", "tiny-parts", 10_000, "413", "too many multipart parts"),
-        ("/upload", "huge-head", 4 * MIB, "413", "a multipart part's header block is too large"),
+        (
+            "/upload",
+            "no-boundary",
+            100 * MIB,
+            "400",
+            "the multipart boundary never came",
+        ),
+        (
+            "/upload",
+            "malformed",
+            0,
+            "400",
+            "a multipart delimiter is malformed",
+        ),
+        (
+            "/upload",
+            "tiny-parts",
+            10_000,
+            "413",
+            "too many multipart parts",
+        ),
+        (
+            "/upload",
+            "huge-head",
+            4 * MIB,
+            "413",
+            "a multipart part's header block is too large",
+        ),
         ("/form", "fields", 100_000, "413", "too many form fields"),
         ("/form", "fields", 999, "200", "999"),
     ];
@@ -314,11 +354,28 @@ async fn curl_uploads_should_be_saved_to_disk_under_a_sanitised_name() {
     std::fs::write(&src, &data).expect("write");
     let served = Served::start(save_app(uploads.clone())).await;
     let file_arg = format!("doc=@{};filename=../../x/evil.bin", src.display());
-    let out = curl(&["-F", "title=a report", "-F", &file_arg, &served.url("/save")]).await;
+    let out = curl(&[
+        "-F",
+        "title=a report",
+        "-F",
+        &file_arg,
+        &served.url("/save"),
+    ])
+    .await;
     assert_eq!(out, format!("title=a report,doc:evil.bin:{}", data.len()));
-    assert_eq!(std::fs::read(uploads.join("evil.bin")).expect("saved"), data);
+    assert_eq!(
+        std::fs::read(uploads.join("evil.bin")).expect("saved"),
+        data
+    );
     // Over the route's body limit: 413, and no partial file is left.
-    let out = curl(&["-w", " %{http_code}", "-F", &format!("big=@{};filename=big.bin", src.display()), &served.url("/small")]).await;
+    let out = curl(&[
+        "-w",
+        " %{http_code}",
+        "-F",
+        &format!("big=@{};filename=big.bin", src.display()),
+        &served.url("/small"),
+    ])
+    .await;
     assert_eq!(out, "payload too large 413");
     assert!(!uploads.join("big.bin").exists());
     served.stop().await;

@@ -11,8 +11,8 @@ use crate::wire::{Served, curl};
 #[tokio::test]
 async fn a_client_past_its_quota_should_get_429_with_retry_after() {
     let mut app = App::new();
-    let limit = RateLimit::new(Quota::new(3, Duration::from_secs(60)), Key::client_addr())
-        .policy("posts");
+    let limit =
+        RateLimit::new(Quota::new(3, Duration::from_secs(60)), Key::client_addr()).policy("posts");
     app.post("/posts", |_req: Request| async { "posted" })
         .middleware(limit.into_middleware());
     app.get("/free", |_req: Request| async { "free" });
@@ -32,7 +32,16 @@ async fn a_client_past_its_quota_should_get_429_with_retry_after() {
             r#"429 "posts";r=0;t=60 20"#,
         ]
     );
-    let policy = curl(&["-o", "/dev/null", "-X", "POST", "-w", "%header{ratelimit-policy}", &url]).await;
+    let policy = curl(&[
+        "-o",
+        "/dev/null",
+        "-X",
+        "POST",
+        "-w",
+        "%header{ratelimit-policy}",
+        &url,
+    ])
+    .await;
     assert_eq!(policy, r#""posts";q=3;w=60"#);
     // Another route is not limited.
     assert_eq!(curl(&[&served.url("/free")]).await, "free");
