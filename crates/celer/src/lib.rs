@@ -41,6 +41,12 @@
 //! - [`sse`] pushes server-sent events: [`sse::EventStream`] responses and
 //!   a broadcast [`sse::Hub`] with `Last-Event-ID` resume and bounded
 //!   memory.
+//! - Uploads and forms: [`multipart`] streams `multipart/form-data` part
+//!   by part (files to disk or to the handler, every limit named);
+//!   [`form`] reads urlencoded forms under byte and field-count limits.
+//! - Security middleware: [`cors`] (simple and preflight requests),
+//!   [`ratelimit`] (GCRA per key with `RateLimit` fields and `429`) and
+//!   [`security`] (CSP, `nosniff`, `Referrer-Policy`, HSTS over TLS).
 //!
 //! # Getting started
 //!
