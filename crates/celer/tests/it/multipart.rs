@@ -14,7 +14,7 @@ use celer::form::FormLimits;
 use celer::multipart::Multipart;
 use celer::{App, Error, Request};
 
-use crate::wire::{Served, curl, python};
+use crate::wire::{Served, curl};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -206,7 +206,10 @@ impl Sink {
         };
         let port = self.port.to_string();
         let size = size.to_string();
-        let out = python(CLIENT, &[&port, path, case, &size]).await;
+        let args = [port, path.to_owned(), case.to_owned(), size];
+        let out = tokio::task::spawn_blocking(move || client(&args))
+            .await
+            .expect("client thread");
         done.store(true, Ordering::Relaxed);
         sampler.join().expect("sampler");
         let (status, body) = out.split_once('\n').unwrap_or((&out, ""));
@@ -231,6 +234,40 @@ impl Drop for Sink {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// How long one client run may take: a gigabyte through a debug build on
+/// a busy machine takes far longer than the other tools' bound.
+const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs [`CLIENT`] with `args`; its stdout. Fails the test if it fails or
+/// does not finish within [`CLIENT_TIMEOUT`].
+fn client(args: &[String]) -> String {
+    let child = Command::new("python3")
+        .arg("-c")
+        .arg(CLIENT)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(CLIENT_TIMEOUT) else {
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        panic!("the client {args:?} did not finish within {CLIENT_TIMEOUT:?}");
+    };
+    let out = out.expect("client output");
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 from the client")
 }
 
 fn rss_of(pid: u32) -> u64 {
