@@ -291,6 +291,7 @@ async fn a_1_gib_upload_should_stream_through_with_bounded_memory() {
     let (status, body, peak) = sink.send("/upload", "big", 1024 * MIB).await;
     assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
     assert_eq!(body, "title=5&big=1073741824&after=2");
+    eprintln!("1 GiB upload: server RSS {before} bytes before, {peak} at peak");
     assert!(
         peak < before + RSS_GROWTH,
         "RSS went from {before} to {peak} bytes"
@@ -346,6 +347,7 @@ async fn hostile_bodies_should_get_a_clear_4xx_with_bounded_memory() {
         let (got, body, peak) = sink.send(path, case, size).await;
         assert!(got.contains(status), "{case}: {got} {body}");
         assert_eq!(body, text, "{case}");
+        eprintln!("{case}: server RSS {before} bytes before, {peak} at peak");
         assert!(
             peak < before + RSS_GROWTH,
             "{case}: RSS went from {before} to {peak} bytes"
