@@ -43,6 +43,12 @@
 //! - [`sse`] pushes server-sent events: [`sse::EventStream`] responses and
 //!   a broadcast [`sse::Hub`] with `Last-Event-ID` resume and bounded
 //!   memory.
+//! - Uploads and forms: [`multipart`] streams `multipart/form-data` part
+//!   by part (files to disk or to the handler, every limit named);
+//!   [`form`] reads urlencoded forms under byte and field-count limits.
+//! - Security middleware: [`cors`] (simple and preflight requests),
+//!   [`ratelimit`] (GCRA per key with `RateLimit` fields and `429`) and
+//!   [`security`] (CSP, `nosniff`, `Referrer-Policy`, HSTS over TLS).
 //!
 //! # Getting started
 //!
@@ -204,16 +210,21 @@ pub mod app;
 pub mod auth;
 mod body;
 pub mod cookie;
+pub mod cors;
 pub mod csrf;
 pub mod dispatch;
 mod error;
 pub mod extract;
 pub mod files;
+pub mod form;
 pub mod handler;
 pub mod middleware;
+pub mod multipart;
+pub mod ratelimit;
 mod request;
 pub mod response;
 pub mod router;
+pub mod security;
 pub mod serve;
 pub mod session;
 pub mod sse;

@@ -305,6 +305,12 @@ pub(crate) fn status_of(
         ParamTypeMismatch,
         MissingState,
     );
+    if let Some(err) = err.downcast_ref::<crate::multipart::MultipartError>() {
+        return Some((err.status(), err.body_text(), err.detail()));
+    }
+    if let Some(err) = err.downcast_ref::<crate::form::FormError>() {
+        return Some((err.status(), err.body_text(), err.detail()));
+    }
     let grouped = err.is::<BytesRejection>()
         || err.is::<TextRejection>()
         || err.is::<JsonRejection>()
