@@ -113,6 +113,9 @@ struct Conn<I, S> {
     /// A request waiting for the service to be ready.
     starting: Option<(u16, Request<Incoming>)>,
     eof: bool,
+    /// Requests begun on this connection, for
+    /// `Limits::max_requests_per_connection`.
+    served: u64,
     last_read: Instant,
     last_write: Instant,
     timer: Pin<Box<Sleep>>,
@@ -150,6 +153,7 @@ pub(crate) async fn serve<I: Transport, S: HttpService>(
         blocked: None,
         starting: None,
         eof: false,
+        served: 0,
         last_read: now,
         last_write: now,
         timer: Box::pin(tokio::time::sleep_until(now)),
@@ -408,6 +412,20 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
                 abort: None,
                 begun: Some(Instant::now()),
             });
+            self.served += 1;
+            if self
+                .config
+                .limits
+                .max_requests_per_connection
+                .is_some_and(|max| self.served >= max)
+            {
+                // The connection's last request: it is answered and ended
+                // as any other, then the connection closes whatever
+                // FCGI_KEEP_CONN asked (§5.1 lets the application close
+                // when it needs to); a request begun meanwhile on a
+                // multiplexed connection gets FCGI_OVERLOADED (§5.5).
+                self.session.drain();
+            }
         }
         match event {
             Event::None => {}

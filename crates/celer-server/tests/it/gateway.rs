@@ -703,3 +703,159 @@ async fn one_server_serves_http_fastcgi_and_scgi_at_once() {
     shutdown.trigger();
     task.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn max_requests_per_connection_ends_a_kept_connection_after_the_last() {
+    let limits = Limits {
+        max_requests_per_connection: Some(2),
+        ..Limits::default()
+    };
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", limits.clone()).await;
+    let mut c = Client::connect(server.addr).await;
+    for id in 1..=2 {
+        // Every request asks to keep the connection.
+        c.send(&[request(id, "GET", "/hello", &[]), rec(kind::STDIN, id, b"")].concat())
+            .await;
+        let (answers, _) = c.answers(&[id]).await;
+        assert_eq!(split_response(&answers[0].stdout).1, b"Hello, World!");
+        assert!(answers[0].stdout_ended);
+        assert_eq!(
+            answers[0].end,
+            Some((0, ProtocolStatus::RequestComplete as u8))
+        );
+    }
+    // The second was the last: it ended cleanly, then the connection
+    // closed without waiting for a third.
+    assert!(c.record().await.is_none(), "closed after the limit");
+    assert!(c.buf.is_empty(), "nothing but whole records");
+    server.shutdown.trigger();
+
+    // Multiplexed: the last request is answered, one begun beside it is
+    // refused with FCGI_OVERLOADED, then the connection closes.
+    let limits = Limits {
+        max_requests_per_connection: Some(1),
+        ..limits
+    };
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", limits).await;
+    let mut c = Client::connect(server.addr).await;
+    c.send(
+        &[
+            request(1, "GET", "/slow", &[]),
+            rec(kind::STDIN, 1, b""),
+            request(2, "GET", "/hello", &[]),
+            rec(kind::STDIN, 2, b""),
+        ]
+        .concat(),
+    )
+    .await;
+    let (answers, order) = c.answers(&[1, 2]).await;
+    assert_eq!(order, [2, 1], "the refusal comes at once");
+    assert!(answers[1].stdout.is_empty());
+    assert_eq!(answers[1].end, Some((0, ProtocolStatus::Overloaded as u8)));
+    assert_eq!(split_response(&answers[0].stdout).1, b"slow done");
+    assert_eq!(
+        answers[0].end,
+        Some((0, ProtocolStatus::RequestComplete as u8))
+    );
+    assert!(c.record().await.is_none(), "closed after the limit");
+    server.shutdown.trigger();
+}
+
+#[tokio::test]
+async fn max_connections_holds_fastcgi_clients_in_the_backlog() {
+    let limits = Limits {
+        max_connections: 1,
+        ..Limits::default()
+    };
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", limits).await;
+    let mut first = Client::connect(server.addr).await;
+    first
+        .send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    first.answers(&[1]).await;
+    // The second client connects (the kernel's backlog takes it) and sends
+    // its request while the first still holds the only slot.
+    let mut second = Client::connect(server.addr).await;
+    second
+        .send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    // A second round trip on the first connection: had the second been
+    // accepted, its answer would be on its way by now.
+    first
+        .send(&[request(2, "GET", "/hello", &[]), rec(kind::STDIN, 2, b"")].concat())
+        .await;
+    first.answers(&[2]).await;
+    let mut peek = [0u8; 1];
+    assert!(
+        matches!(second.io.try_read(&mut peek), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the second client is not served while the first holds the slot"
+    );
+    // The first leaves: the second is served.
+    drop(first);
+    let (answers, _) = second.answers(&[1]).await;
+    assert_eq!(split_response(&answers[0].stdout).1, b"Hello, World!");
+    server.shutdown.trigger();
+}
+
+#[tokio::test]
+async fn shutdown_closes_idle_fastcgi_and_scgi_connections() {
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
+    let mut kept = Client::connect(server.addr).await;
+    kept.send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    kept.answers(&[1]).await;
+    server.shutdown.trigger();
+    assert!(kept.record().await.is_none(), "idle kept connection closed");
+    server.task.await.unwrap().unwrap();
+
+    // SCGI: a connection that has sent half a header is closed by
+    // shutdown, without an answer.
+    let server = start_on("scgi+tcp://127.0.0.1:0", Limits::default()).await;
+    let mut io = TcpStream::connect(server.addr).await.unwrap();
+    let wire = netstring(&[("CONTENT_LENGTH", "0"), ("SCGI", "1")]);
+    io.write_all(&wire[..wire.len() / 2]).await.unwrap();
+    // Wait until the server has accepted it: a second connection's full
+    // request is answered after it.
+    let mut probe = TcpStream::connect(server.addr).await.unwrap();
+    probe
+        .write_all(&netstring(&[
+            ("CONTENT_LENGTH", "0"),
+            ("SCGI", "1"),
+            ("REQUEST_METHOD", "GET"),
+            ("REQUEST_URI", "/hello"),
+        ]))
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, probe.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(out.starts_with(b"Status: 200 OK"));
+    server.shutdown.trigger();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, io.read_to_end(&mut out))
+        .await
+        .expect("closed at shutdown")
+        .unwrap();
+    assert!(out.is_empty());
+    server.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn an_scgi_header_past_the_head_timeout_closes_the_connection() {
+    let limits = Limits {
+        head_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let server = start_on("scgi+tcp://127.0.0.1:0", limits).await;
+    let mut io = TcpStream::connect(server.addr).await.unwrap();
+    io.write_all(b"40:CONTENT_LENGTH\x000\x00").await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, io.read_to_end(&mut out))
+        .await
+        .expect("closed at the head timeout")
+        .unwrap();
+    assert!(out.is_empty());
+    server.shutdown.trigger();
+}
