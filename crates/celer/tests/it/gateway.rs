@@ -1,10 +1,11 @@
 //! `example-rest` behind real front ends: nginx (`fastcgi_pass` with
 //! `fastcgi_keep_conn on`, `scgi_pass`), lighttpd (`mod_fastcgi`,
-//! `mod_scgi`), over UNIX and TCP sockets, and Apache httpd
-//! (`mod_proxy_fcgi`, `mod_proxy_scgi`) over TCP, answering the same as when
+//! `mod_scgi`) and Apache httpd (`mod_proxy_fcgi`, `mod_proxy_scgi`),
+//! over UNIX and TCP sockets, answering the same as when
 //! served directly. The front ends are started here and stopped by PID.
 
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -205,7 +206,8 @@ fn lighttpd(dir: &Path, protocol: &str, upstream: &str) -> Front {
 }
 
 /// Apache httpd (one process, `-X`) with `mod_proxy_fcgi` or
-/// `mod_proxy_scgi` passing everything to the app at a TCP address.
+/// `mod_proxy_scgi` passing everything to the app at a TCP address or a
+/// UNIX socket (`unix:PATH`).
 fn apache(dir: &Path, protocol: &str, upstream: &str) -> Front {
     let port = free_port();
     let d = dir.display();
@@ -237,7 +239,14 @@ fn apache(dir: &Path, protocol: &str, upstream: &str) -> Front {
         format!("DefaultRuntimeDir {d}"),
         "User www-data\nGroup www-data".to_owned(),
         format!("DocumentRoot {d}"),
-        format!("ProxyPass \"/\" \"{scheme}://{upstream}/\"{reuse}"),
+        // A UNIX socket is named before the scheme, the host after it a
+        // placeholder (mod_proxy's `unix:PATH|fcgi://localhost/`).
+        match upstream.strip_prefix("unix:") {
+            Some(path) => {
+                format!("ProxyPass \"/\" \"unix:{path}|{scheme}://localhost/\"{reuse}")
+            }
+            None => format!("ProxyPass \"/\" \"{scheme}://{upstream}/\"{reuse}"),
+        },
     ]
     .join("\n");
     let conf_path = dir.join(format!("apache-{port}.conf"));
@@ -389,6 +398,7 @@ fn check_direct(direct: &[Resp]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir(dir.path().join("protected")).unwrap();
     std::fs::write(
         dir.path().join("protected/note.txt"),
@@ -403,11 +413,6 @@ async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
     for front in ["nginx", "lighttpd", "apache"] {
         for protocol in ["fastcgi", "scgi"] {
             for transport in ["unix", "tcp"] {
-                // Apache drops to www-data, which cannot reach a socket in
-                // the test's private directory: TCP only.
-                if front == "apache" && transport == "unix" {
-                    continue;
-                }
                 let (listen, upstream) = match transport {
                     "unix" => {
                         let path = dir.path().join(format!("{front}-{protocol}.sock"));
@@ -419,6 +424,13 @@ async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
                     _ => (format!("{protocol}+tcp://127.0.0.1:0"), String::new()),
                 };
                 let served = serve(&listen).await;
+                if transport == "unix" {
+                    // Apache started as root talks to the app as www-data:
+                    // the socket is opened to it as an operator would
+                    // (`--unix-mode`), as is the directory above.
+                    let path = upstream.trim_start_matches("unix:");
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
+                }
                 let upstream = match served.tcp {
                     Some(addr) => addr.to_string(),
                     None => upstream,
