@@ -45,6 +45,15 @@ fn app() -> App {
         );
         res
     });
+    // A body that fails half-way: the failure's line reaches the front
+    // end's error log through FCGI_STDERR.
+    app.get("/fails", |_req: Request| async {
+        let chunks = [
+            Ok(b"the first part".to_vec()),
+            Err(std::io::Error::other("the disk went away")),
+        ];
+        Body::from_stream(futures_util::stream::iter(chunks))
+    });
     app.get("/download", |_req: Request| async {
         let chunks = (0..64u8).map(|i| Ok::<_, std::io::Error>(vec![b'a' + i % 26; 16 * 1024]));
         Body::from_stream(futures_util::stream::iter(chunks))
@@ -453,6 +462,31 @@ async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
                     assert!(location.starts_with("/mount/items/"), "{location}");
                     let got = ask(addr, &plain("GET", "/items"), "/mount").await;
                     assert!(got.text().contains("tea"));
+                    if protocol == "fastcgi" {
+                        // A body failing half-way: the app closes the
+                        // connection after an FCGI_STDERR line, which
+                        // nginx's error log shows with its request. (With
+                        // `fastcgi_buffering off` and no length, nginx ends
+                        // the client's chunked body as if complete: the log
+                        // line is what tells the failure.)
+                        let mut conn = Raw::connect(addr).await;
+                        conn.send(b"GET /fails HTTP/1.1\r\nhost: example.test\r\nconnection: close\r\n\r\n")
+                            .await;
+                        let cut = conn.read_to_close().await;
+                        assert!(cut.starts_with(b"HTTP/1.1 200"), "{cut:?}");
+                        let log = std::fs::read_to_string(dir.path().join("nginx-error.log"))
+                            .unwrap_or_default();
+                        let line = log
+                            .lines()
+                            .find(|l| l.contains("FastCGI sent in stderr"))
+                            .unwrap_or_else(|| panic!("no FastCGI stderr line in:\n{log}"));
+                        assert!(
+                            line.contains("response body failed")
+                                && line.contains("the disk went away")
+                                && line.contains("GET /fails"),
+                            "{line}"
+                        );
+                    }
                     // X-Accel-Redirect passes through: nginx serves the file.
                     let offloaded = ask(addr, &plain("GET", "/offload"), "").await;
                     assert_eq!(
