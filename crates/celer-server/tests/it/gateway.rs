@@ -859,3 +859,34 @@ async fn an_scgi_header_past_the_head_timeout_closes_the_connection() {
     assert!(out.is_empty());
     server.shutdown.trigger();
 }
+
+#[tokio::test]
+async fn a_body_failing_half_way_sends_its_line_as_stderr_then_closes() {
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
+    let mut c = Client::connect(server.addr).await;
+    c.send(&[request(1, "GET", "/fails", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    let (mut stdout, mut stderr, mut stderr_ended) = (Vec::new(), Vec::new(), false);
+    while let Some(r) = c.record().await {
+        assert_eq!(r.id, 1);
+        match r.kind {
+            kind::STDOUT => {
+                assert!(!r.content.is_empty(), "STDOUT not ended: the body failed");
+                stdout.extend_from_slice(&r.content);
+            }
+            kind::STDERR if r.content.is_empty() => stderr_ended = true,
+            kind::STDERR => stderr.extend_from_slice(&r.content),
+            other => panic!("unexpected record type {other}: no END_REQUEST for a cut body"),
+        }
+    }
+    let (head, body) = split_response(&stdout);
+    assert!(head.starts_with("Status: 200 OK"), "{head}");
+    assert_eq!(body, b"first part");
+    assert_eq!(
+        String::from_utf8(stderr).unwrap(),
+        "response body failed: the disk went away\n"
+    );
+    assert!(stderr_ended);
+    assert!(c.buf.is_empty(), "whole, padded records");
+    server.shutdown.trigger();
+}
