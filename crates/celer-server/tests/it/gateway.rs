@@ -890,3 +890,54 @@ async fn a_body_failing_half_way_sends_its_line_as_stderr_then_closes() {
     assert!(c.buf.is_empty(), "whole, padded records");
     server.shutdown.trigger();
 }
+
+#[tokio::test]
+async fn a_failing_service_is_answered_500_with_its_line_as_stderr() {
+    use celer_server::{Listen, Server, Shutdown};
+    let bound = Server::builder()
+        .workers(1)
+        .listen(Listen::parse("fastcgi+tcp://127.0.0.1:0").unwrap())
+        .bind()
+        .unwrap();
+    let addr = bound.local_specs()[0]["fastcgi+tcp://".len()..]
+        .parse()
+        .unwrap();
+    let shutdown = Shutdown::new();
+    let service = tower::service_fn(|_req: http::Request<celer_server::Incoming>| async {
+        Err::<http::Response<http_body_util::Full<Bytes>>, _>(std::io::Error::other(
+            "the database\nwent away",
+        ))
+    });
+    let task = tokio::spawn(bound.serve(service, shutdown.clone()));
+    let mut c = Client::connect(addr).await;
+    for id in 1..=2 {
+        c.send(&[request(id, "GET", "/", &[]), rec(kind::STDIN, id, b"")].concat())
+            .await;
+        let (mut stdout, mut stderr, mut stderr_ended) = (Vec::new(), Vec::new(), false);
+        let end = loop {
+            let r = c.record().await.expect("the connection stays");
+            assert_eq!(r.id, id);
+            match r.kind {
+                kind::STDOUT => stdout.extend_from_slice(&r.content),
+                kind::STDERR if r.content.is_empty() => stderr_ended = true,
+                kind::STDERR => {
+                    assert!(!stderr_ended);
+                    stderr.extend_from_slice(&r.content);
+                }
+                kind::END_REQUEST => break r.content[4],
+                other => panic!("unexpected record type {other}"),
+            }
+        };
+        assert_eq!(end, ProtocolStatus::RequestComplete as u8);
+        // One line, whatever the error's text holds.
+        assert_eq!(
+            String::from_utf8(stderr).unwrap(),
+            "service failed: the database went away\n"
+        );
+        assert!(stderr_ended);
+        let (head, _) = split_response(&stdout);
+        assert!(head.starts_with("Status: 500"), "{head}");
+    }
+    shutdown.trigger();
+    task.await.unwrap().unwrap();
+}
