@@ -220,7 +220,12 @@ pub struct Limits {
     /// [`MAX_CONNECTIONS`].
     pub max_connections: usize,
     /// Most requests served on one connection before it is closed, or `None`
-    /// for no limit. Default is `None`.
+    /// for no limit. A FastCGI connection counts the requests begun on it:
+    /// the last one is answered and ended (`FCGI_END_REQUEST`) and the
+    /// connection then closes whatever `FCGI_KEEP_CONN` asked; a request
+    /// begun meanwhile on a multiplexed connection is answered
+    /// `FCGI_OVERLOADED`. An SCGI connection carries one request anyway.
+    /// Default is `None`.
     pub max_requests_per_connection: Option<u64>,
     /// Time allowed from the first byte of a request head to its end; a late
     /// head is answered 408. Default is [`HEAD_TIMEOUT`].

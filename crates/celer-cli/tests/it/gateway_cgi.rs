@@ -1,9 +1,9 @@
 //! `celer serve` as a CGI/1.1 script (RFC 3875) under lighttpd's
-//! `mod_cgi`, and as a FastCGI responder chosen by `--listen`: the same
-//! answers as served directly.
+//! `mod_cgi` and Apache httpd's `mod_cgi`, and as a FastCGI responder
+//! chosen by `--listen`: the same answers as served directly.
 
 use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,9 +12,10 @@ use crate::support::{CELER, Celer, Reply, curl};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
-struct Lighttpd(Child);
+/// A front end process, stopped by PID on drop.
+struct Front(Child);
 
-impl Drop for Lighttpd {
+impl Drop for Front {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
@@ -29,18 +30,33 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn lighttpd_binary() -> PathBuf {
+fn binary(name: &str) -> PathBuf {
     std::env::var_os("PATH")
         .and_then(|p| {
             std::env::split_paths(&p)
-                .map(|d| d.join("lighttpd"))
+                .map(|d| d.join(name))
                 .find(|p| p.exists())
         })
-        .unwrap_or_else(|| PathBuf::from("/usr/sbin/lighttpd"))
+        .unwrap_or_else(|| PathBuf::from("/usr/sbin").join(name))
+}
+
+/// Starts `cmd` and waits until it listens on `port`.
+fn start(mut cmd: Command, port: u16, what: &str) -> Front {
+    let child = cmd
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what} is installed by scripts/test: {e}"));
+    let server = Front(child);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < DEADLINE, "{what} did not start listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server
 }
 
 /// lighttpd on a free port with `config` (the modules and their settings).
-fn lighttpd(dir: &Path, docroot: &Path, config: &str) -> (Lighttpd, u16) {
+fn lighttpd(dir: &Path, docroot: &Path, config: &str) -> (Front, u16) {
     let port = free_port();
     let conf = format!(
         "server.document-root = \"{}\"\nserver.bind = \"127.0.0.1\"\nserver.port = {port}\n\
@@ -50,23 +66,44 @@ fn lighttpd(dir: &Path, docroot: &Path, config: &str) -> (Lighttpd, u16) {
     );
     let path = dir.join(format!("lighttpd-{port}.conf"));
     std::fs::write(&path, conf).unwrap();
-    let child = Command::new(lighttpd_binary())
-        .arg("-D")
-        .arg("-f")
-        .arg(&path)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("lighttpd is installed by scripts/test");
-    let server = Lighttpd(child);
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "lighttpd did not start listening"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (server, port)
+    let mut cmd = Command::new(binary("lighttpd"));
+    cmd.arg("-D").arg("-f").arg(&path);
+    (start(cmd, port, "lighttpd"), port)
+}
+
+/// Apache httpd in one foreground process (`-X`, the prefork MPM that
+/// `mod_cgi` wants) on a free port, running `script` for every URL under
+/// `/app.cgi/`. Run as root, Apache drops to www-data, so `dir` must be
+/// reachable by that user; otherwise it keeps the current user.
+fn apache_cgi(dir: &Path, script: &Path) -> (Front, u16) {
+    let port = free_port();
+    let d = dir.display();
+    let m = "/usr/lib/apache2/modules";
+    let root = std::fs::metadata(dir).unwrap().uid() == 0;
+    let conf = [
+        format!("LoadModule mpm_prefork_module {m}/mod_mpm_prefork.so"),
+        format!("LoadModule authz_core_module {m}/mod_authz_core.so"),
+        format!("LoadModule alias_module {m}/mod_alias.so"),
+        format!("LoadModule cgi_module {m}/mod_cgi.so"),
+        "ServerName localhost".to_owned(),
+        format!("Listen 127.0.0.1:{port}"),
+        format!("PidFile {d}/apache-{port}.pid"),
+        format!("ErrorLog {d}/apache-error.log"),
+        format!("DefaultRuntimeDir {d}"),
+        if root {
+            "User www-data\nGroup www-data".to_owned()
+        } else {
+            String::new()
+        },
+        format!("DocumentRoot {d}"),
+        format!("ScriptAlias /app.cgi {}", script.display()),
+    ]
+    .join("\n");
+    let path = dir.join(format!("apache-{port}.conf"));
+    std::fs::write(&path, conf).unwrap();
+    let mut cmd = Command::new(binary("apache2"));
+    cmd.arg("-X").arg("-f").arg(&path);
+    (start(cmd, port, "apache2"), port)
 }
 
 fn site(dir: &Path) -> PathBuf {
@@ -118,6 +155,12 @@ fn same(who: &str, direct: &[Reply], theirs: &[Reply]) {
             "etag",
             "last-modified",
         ] {
+            // Apache re-frames every CGI body it relays (chunked, or closed
+            // for HTTP/1.0) and drops the script's Content-Length, as its
+            // `mod_proxy_fcgi` does; the body and its range are compared.
+            if who.starts_with("apache") && field == "content-length" {
+                continue;
+            }
             assert_eq!(t.header(field), d.header(field), "{what}: {field}");
         }
     }
@@ -185,5 +228,50 @@ fn celer_serve_answers_as_a_cgi_script_and_a_fastcgi_responder() {
     );
     drop(fcgi);
     drop(responder);
+    drop(direct);
+}
+
+#[test]
+fn celer_serve_answers_as_a_cgi_script_under_apache() {
+    // Apache run as root executes scripts as www-data: the directory lives
+    // under the system's temporary directory, opened to other users, and
+    // holds its own link to (or copy of) the binary, so no part of the
+    // build's path needs to be reachable.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = site(dir.path());
+    let celer = dir.path().join("celer");
+    if std::fs::hard_link(CELER, &celer).is_err() {
+        std::fs::copy(CELER, &celer).unwrap();
+    }
+    std::fs::set_permissions(&celer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let direct = Celer::serve(&[
+        "--root",
+        root.to_str().unwrap(),
+        "--listen",
+        "tcp://127.0.0.1:0",
+    ]);
+    let expected = ask(&direct.url());
+    assert_eq!(expected[0].text(), "hello from the site\n");
+    assert_eq!(expected[4].status, 405);
+    assert_eq!(expected[5].status, 206);
+
+    let script = dir.path().join("app.cgi");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec {} serve --root {}\n",
+            celer.display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (apache, port) = apache_cgi(dir.path(), &script);
+    let theirs = ask(&format!("http://127.0.0.1:{port}/app.cgi"));
+    let log = std::fs::read_to_string(dir.path().join("apache-error.log")).unwrap_or_default();
+    assert_eq!(theirs[0].status, 200, "{}\n{log}", theirs[0].text());
+    same("apache mod_cgi", &expected, &theirs);
+    drop(apache);
     drop(direct);
 }

@@ -113,6 +113,12 @@ struct Conn<I, S> {
     /// A request waiting for the service to be ready.
     starting: Option<(u16, Request<Incoming>)>,
     eof: bool,
+    /// A response body failed: the connection writes what is queued (the
+    /// failure's `FCGI_STDERR` line among it), then closes.
+    failed: bool,
+    /// Requests begun on this connection, for
+    /// `Limits::max_requests_per_connection`.
+    served: u64,
     last_read: Instant,
     last_write: Instant,
     timer: Pin<Box<Sleep>>,
@@ -150,6 +156,8 @@ pub(crate) async fn serve<I: Transport, S: HttpService>(
         blocked: None,
         starting: None,
         eof: false,
+        failed: false,
+        served: 0,
         last_read: now,
         last_write: now,
         timer: Box::pin(tokio::time::sleep_until(now)),
@@ -191,6 +199,15 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
                     Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
                     Poll::Pending => break,
                 }
+            }
+            if self.failed {
+                if self.writing.is_empty() && self.outbox.lock().buf.is_empty() {
+                    return Poll::Ready(Ok(()));
+                }
+                if !progress {
+                    return self.poll_timeouts(cx);
+                }
+                continue;
             }
 
             // Hand a waiting body record over when its handler asks.
@@ -281,8 +298,12 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
                 match outcome {
                     Ok(true) => {}
                     // The response body failed half-way: the front end
-                    // cannot be told otherwise than by closing.
-                    Ok(false) => return Poll::Ready(Ok(())),
+                    // cannot be told otherwise than by closing, once the
+                    // failure's FCGI_STDERR line is written.
+                    Ok(false) => {
+                        self.failed = true;
+                        break;
+                    }
                     Err(Aborted) => {
                         // §5.4: an aborted request still ends with
                         // FCGI_END_REQUEST.
@@ -408,6 +429,20 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
                 abort: None,
                 begun: Some(Instant::now()),
             });
+            self.served += 1;
+            if self
+                .config
+                .limits
+                .max_requests_per_connection
+                .is_some_and(|max| self.served >= max)
+            {
+                // The connection's last request: it is answered and ended
+                // as any other, then the connection closes whatever
+                // FCGI_KEEP_CONN asked (§5.1 lets the application close
+                // when it needs to); a request begun meanwhile on a
+                // multiplexed connection gets FCGI_OVERLOADED (§5.5).
+                self.session.drain();
+            }
         }
         match event {
             Event::None => {}
@@ -496,6 +531,7 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
                 Err(err) => {
                     let err: crate::error::BoxError = err.into();
                     tracing::error!(target: "celer::gateway", error = %err, "service failed");
+                    stderr(id, &format!("service failed: {err}"), &outbox).await;
                     respond(id, Reject::internal().response(), &method, &outbox).await
                 }
             }
@@ -603,6 +639,22 @@ fn poll_read<I: AsyncRead + Unpin>(
     std::pin::pin!(io.read_buf(buf)).poll(cx)
 }
 
+/// Appends `line` as the request's `FCGI_STDERR` stream (§5.3): front
+/// ends write it to their error log with the request it belongs to (nginx:
+/// "FastCGI sent in stderr", lighttpd and Apache likewise), then ends the
+/// stream with an empty record.
+fn encode_stderr(buf: &mut BytesMut, id: u16, line: &str) {
+    let mut text = line.replace(['\r', '\n'], " ");
+    text.push('\n');
+    fastcgi::encode_stream(buf, kind::STDERR, id, text.as_bytes());
+    fastcgi::encode(buf, kind::STDERR, id, &[]);
+}
+
+/// Queues `line` as the request's `FCGI_STDERR` stream.
+async fn stderr(id: u16, line: &str, outbox: &Outbox) {
+    outbox.push(|buf| encode_stderr(buf, id, line)).await;
+}
+
 /// Writes `response` as `FCGI_STDOUT` records (the CGI response format),
 /// then the empty `FCGI_STDOUT` and `FCGI_END_REQUEST`. False when the
 /// body failed or the connection is gone.
@@ -644,6 +696,16 @@ where
                 Some(Err(err)) => {
                     let err: crate::error::BoxError = err.into();
                     tracing::warn!(target: "celer::gateway", error = %err, "response body failed");
+                    let head = first.take();
+                    let line = format!("response body failed: {err}");
+                    outbox
+                        .push(|buf| {
+                            if let Some(head) = head {
+                                fastcgi::encode_stream(buf, kind::STDOUT, id, &head);
+                            }
+                            encode_stderr(buf, id, &line);
+                        })
+                        .await;
                     return false;
                 }
             }

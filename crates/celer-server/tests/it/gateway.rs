@@ -703,3 +703,241 @@ async fn one_server_serves_http_fastcgi_and_scgi_at_once() {
     shutdown.trigger();
     task.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn max_requests_per_connection_ends_a_kept_connection_after_the_last() {
+    let limits = Limits {
+        max_requests_per_connection: Some(2),
+        ..Limits::default()
+    };
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", limits.clone()).await;
+    let mut c = Client::connect(server.addr).await;
+    for id in 1..=2 {
+        // Every request asks to keep the connection.
+        c.send(&[request(id, "GET", "/hello", &[]), rec(kind::STDIN, id, b"")].concat())
+            .await;
+        let (answers, _) = c.answers(&[id]).await;
+        assert_eq!(split_response(&answers[0].stdout).1, b"Hello, World!");
+        assert!(answers[0].stdout_ended);
+        assert_eq!(
+            answers[0].end,
+            Some((0, ProtocolStatus::RequestComplete as u8))
+        );
+    }
+    // The second was the last: it ended cleanly, then the connection
+    // closed without waiting for a third.
+    assert!(c.record().await.is_none(), "closed after the limit");
+    assert!(c.buf.is_empty(), "nothing but whole records");
+    server.shutdown.trigger();
+
+    // Multiplexed: the last request is answered, one begun beside it is
+    // refused with FCGI_OVERLOADED, then the connection closes.
+    let limits = Limits {
+        max_requests_per_connection: Some(1),
+        ..limits
+    };
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", limits).await;
+    let mut c = Client::connect(server.addr).await;
+    c.send(
+        &[
+            request(1, "GET", "/slow", &[]),
+            rec(kind::STDIN, 1, b""),
+            request(2, "GET", "/hello", &[]),
+            rec(kind::STDIN, 2, b""),
+        ]
+        .concat(),
+    )
+    .await;
+    let (answers, order) = c.answers(&[1, 2]).await;
+    assert_eq!(order, [2, 1], "the refusal comes at once");
+    assert!(answers[1].stdout.is_empty());
+    assert_eq!(answers[1].end, Some((0, ProtocolStatus::Overloaded as u8)));
+    assert_eq!(split_response(&answers[0].stdout).1, b"slow done");
+    assert_eq!(
+        answers[0].end,
+        Some((0, ProtocolStatus::RequestComplete as u8))
+    );
+    assert!(c.record().await.is_none(), "closed after the limit");
+    server.shutdown.trigger();
+}
+
+#[tokio::test]
+async fn max_connections_holds_fastcgi_clients_in_the_backlog() {
+    let limits = Limits {
+        max_connections: 1,
+        ..Limits::default()
+    };
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", limits).await;
+    let mut first = Client::connect(server.addr).await;
+    first
+        .send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    first.answers(&[1]).await;
+    // The second client connects (the kernel's backlog takes it) and sends
+    // its request while the first still holds the only slot.
+    let mut second = Client::connect(server.addr).await;
+    second
+        .send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    // A second round trip on the first connection: had the second been
+    // accepted, its answer would be on its way by now.
+    first
+        .send(&[request(2, "GET", "/hello", &[]), rec(kind::STDIN, 2, b"")].concat())
+        .await;
+    first.answers(&[2]).await;
+    let mut peek = [0u8; 1];
+    assert!(
+        matches!(second.io.try_read(&mut peek), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the second client is not served while the first holds the slot"
+    );
+    // The first leaves: the second is served.
+    drop(first);
+    let (answers, _) = second.answers(&[1]).await;
+    assert_eq!(split_response(&answers[0].stdout).1, b"Hello, World!");
+    server.shutdown.trigger();
+}
+
+#[tokio::test]
+async fn shutdown_closes_idle_fastcgi_and_scgi_connections() {
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
+    let mut kept = Client::connect(server.addr).await;
+    kept.send(&[request(1, "GET", "/hello", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    kept.answers(&[1]).await;
+    server.shutdown.trigger();
+    assert!(kept.record().await.is_none(), "idle kept connection closed");
+    server.task.await.unwrap().unwrap();
+
+    // SCGI: a connection that has sent half a header is closed by
+    // shutdown, without an answer.
+    let server = start_on("scgi+tcp://127.0.0.1:0", Limits::default()).await;
+    let mut io = TcpStream::connect(server.addr).await.unwrap();
+    let wire = netstring(&[("CONTENT_LENGTH", "0"), ("SCGI", "1")]);
+    io.write_all(&wire[..wire.len() / 2]).await.unwrap();
+    // Wait until the server has accepted it: a second connection's full
+    // request is answered after it.
+    let mut probe = TcpStream::connect(server.addr).await.unwrap();
+    probe
+        .write_all(&netstring(&[
+            ("CONTENT_LENGTH", "0"),
+            ("SCGI", "1"),
+            ("REQUEST_METHOD", "GET"),
+            ("REQUEST_URI", "/hello"),
+        ]))
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, probe.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(out.starts_with(b"Status: 200 OK"));
+    server.shutdown.trigger();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, io.read_to_end(&mut out))
+        .await
+        .expect("closed at shutdown")
+        .unwrap();
+    assert!(out.is_empty());
+    server.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn an_scgi_header_past_the_head_timeout_closes_the_connection() {
+    let limits = Limits {
+        head_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let server = start_on("scgi+tcp://127.0.0.1:0", limits).await;
+    let mut io = TcpStream::connect(server.addr).await.unwrap();
+    io.write_all(b"40:CONTENT_LENGTH\x000\x00").await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, io.read_to_end(&mut out))
+        .await
+        .expect("closed at the head timeout")
+        .unwrap();
+    assert!(out.is_empty());
+    server.shutdown.trigger();
+}
+
+#[tokio::test]
+async fn a_body_failing_half_way_sends_its_line_as_stderr_then_closes() {
+    let server = start_on("fastcgi+tcp://127.0.0.1:0", Limits::default()).await;
+    let mut c = Client::connect(server.addr).await;
+    c.send(&[request(1, "GET", "/fails", &[]), rec(kind::STDIN, 1, b"")].concat())
+        .await;
+    let (mut stdout, mut stderr, mut stderr_ended) = (Vec::new(), Vec::new(), false);
+    while let Some(r) = c.record().await {
+        assert_eq!(r.id, 1);
+        match r.kind {
+            kind::STDOUT => {
+                assert!(!r.content.is_empty(), "STDOUT not ended: the body failed");
+                stdout.extend_from_slice(&r.content);
+            }
+            kind::STDERR if r.content.is_empty() => stderr_ended = true,
+            kind::STDERR => stderr.extend_from_slice(&r.content),
+            other => panic!("unexpected record type {other}: no END_REQUEST for a cut body"),
+        }
+    }
+    let (head, body) = split_response(&stdout);
+    assert!(head.starts_with("Status: 200 OK"), "{head}");
+    assert_eq!(body, b"first part");
+    assert_eq!(
+        String::from_utf8(stderr).unwrap(),
+        "response body failed: the disk went away\n"
+    );
+    assert!(stderr_ended);
+    assert!(c.buf.is_empty(), "whole, padded records");
+    server.shutdown.trigger();
+}
+
+#[tokio::test]
+async fn a_failing_service_is_answered_500_with_its_line_as_stderr() {
+    use celer_server::{Listen, Server, Shutdown};
+    let bound = Server::builder()
+        .workers(1)
+        .listen(Listen::parse("fastcgi+tcp://127.0.0.1:0").unwrap())
+        .bind()
+        .unwrap();
+    let addr = bound.local_specs()[0]["fastcgi+tcp://".len()..]
+        .parse()
+        .unwrap();
+    let shutdown = Shutdown::new();
+    let service = tower::service_fn(|_req: http::Request<celer_server::Incoming>| async {
+        Err::<http::Response<http_body_util::Full<Bytes>>, _>(std::io::Error::other(
+            "the database\nwent away",
+        ))
+    });
+    let task = tokio::spawn(bound.serve(service, shutdown.clone()));
+    let mut c = Client::connect(addr).await;
+    for id in 1..=2 {
+        c.send(&[request(id, "GET", "/", &[]), rec(kind::STDIN, id, b"")].concat())
+            .await;
+        let (mut stdout, mut stderr, mut stderr_ended) = (Vec::new(), Vec::new(), false);
+        let end = loop {
+            let r = c.record().await.expect("the connection stays");
+            assert_eq!(r.id, id);
+            match r.kind {
+                kind::STDOUT => stdout.extend_from_slice(&r.content),
+                kind::STDERR if r.content.is_empty() => stderr_ended = true,
+                kind::STDERR => {
+                    assert!(!stderr_ended);
+                    stderr.extend_from_slice(&r.content);
+                }
+                kind::END_REQUEST => break r.content[4],
+                other => panic!("unexpected record type {other}"),
+            }
+        };
+        assert_eq!(end, ProtocolStatus::RequestComplete as u8);
+        // One line, whatever the error's text holds.
+        assert_eq!(
+            String::from_utf8(stderr).unwrap(),
+            "service failed: the database went away\n"
+        );
+        assert!(stderr_ended);
+        let (head, _) = split_response(&stdout);
+        assert!(head.starts_with("Status: 500"), "{head}");
+    }
+    shutdown.trigger();
+    task.await.unwrap().unwrap();
+}

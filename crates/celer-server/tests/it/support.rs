@@ -183,6 +183,14 @@ pub(crate) async fn route(mut req: Request<Incoming>) -> Result<Response<Body>, 
                 .insert("content-length", HeaderValue::from_static("10"));
             res
         }
+        // A body that fails after its first part.
+        "/fails" => Response::new(
+            http_body_util::StreamBody::new(futures_util::stream::iter([
+                Ok(Frame::data(Bytes::from_static(b"first part"))),
+                Err(std::io::Error::other("the disk went away")),
+            ]))
+            .boxed(),
+        ),
         "/close" => {
             let mut res = text(StatusCode::OK, "bye");
             res.headers_mut()

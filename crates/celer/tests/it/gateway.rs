@@ -1,10 +1,11 @@
 //! `example-rest` behind real front ends: nginx (`fastcgi_pass` with
 //! `fastcgi_keep_conn on`, `scgi_pass`), lighttpd (`mod_fastcgi`,
-//! `mod_scgi`), over UNIX and TCP sockets, and Apache httpd
-//! (`mod_proxy_fcgi`, `mod_proxy_scgi`) over TCP, answering the same as when
+//! `mod_scgi`) and Apache httpd (`mod_proxy_fcgi`, `mod_proxy_scgi`),
+//! over UNIX and TCP sockets, answering the same as when
 //! served directly. The front ends are started here and stopped by PID.
 
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,6 +44,15 @@ fn app() -> App {
             http::HeaderValue::from_static("/protected/note.txt"),
         );
         res
+    });
+    // A body that fails half-way: the failure's line reaches the front
+    // end's error log through FCGI_STDERR.
+    app.get("/fails", |_req: Request| async {
+        let chunks = [
+            Ok(b"the first part".to_vec()),
+            Err(std::io::Error::other("the disk went away")),
+        ];
+        Body::from_stream(futures_util::stream::iter(chunks))
     });
     app.get("/download", |_req: Request| async {
         let chunks = (0..64u8).map(|i| Ok::<_, std::io::Error>(vec![b'a' + i % 26; 16 * 1024]));
@@ -205,7 +215,8 @@ fn lighttpd(dir: &Path, protocol: &str, upstream: &str) -> Front {
 }
 
 /// Apache httpd (one process, `-X`) with `mod_proxy_fcgi` or
-/// `mod_proxy_scgi` passing everything to the app at a TCP address.
+/// `mod_proxy_scgi` passing everything to the app at a TCP address or a
+/// UNIX socket (`unix:PATH`).
 fn apache(dir: &Path, protocol: &str, upstream: &str) -> Front {
     let port = free_port();
     let d = dir.display();
@@ -237,7 +248,14 @@ fn apache(dir: &Path, protocol: &str, upstream: &str) -> Front {
         format!("DefaultRuntimeDir {d}"),
         "User www-data\nGroup www-data".to_owned(),
         format!("DocumentRoot {d}"),
-        format!("ProxyPass \"/\" \"{scheme}://{upstream}/\"{reuse}"),
+        // A UNIX socket is named before the scheme, the host after it a
+        // placeholder (mod_proxy's `unix:PATH|fcgi://localhost/`).
+        match upstream.strip_prefix("unix:") {
+            Some(path) => {
+                format!("ProxyPass \"/\" \"unix:{path}|{scheme}://localhost/\"{reuse}")
+            }
+            None => format!("ProxyPass \"/\" \"{scheme}://{upstream}/\"{reuse}"),
+        },
     ]
     .join("\n");
     let conf_path = dir.join(format!("apache-{port}.conf"));
@@ -389,6 +407,7 @@ fn check_direct(direct: &[Resp]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir(dir.path().join("protected")).unwrap();
     std::fs::write(
         dir.path().join("protected/note.txt"),
@@ -403,11 +422,6 @@ async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
     for front in ["nginx", "lighttpd", "apache"] {
         for protocol in ["fastcgi", "scgi"] {
             for transport in ["unix", "tcp"] {
-                // Apache drops to www-data, which cannot reach a socket in
-                // the test's private directory: TCP only.
-                if front == "apache" && transport == "unix" {
-                    continue;
-                }
                 let (listen, upstream) = match transport {
                     "unix" => {
                         let path = dir.path().join(format!("{front}-{protocol}.sock"));
@@ -419,6 +433,13 @@ async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
                     _ => (format!("{protocol}+tcp://127.0.0.1:0"), String::new()),
                 };
                 let served = serve(&listen).await;
+                if transport == "unix" {
+                    // Apache started as root talks to the app as www-data:
+                    // the socket is opened to it as an operator would
+                    // (`--unix-mode`), as is the directory above.
+                    let path = upstream.trim_start_matches("unix:");
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
+                }
                 let upstream = match served.tcp {
                     Some(addr) => addr.to_string(),
                     None => upstream,
@@ -441,6 +462,31 @@ async fn example_rest_answers_alike_behind_nginx_lighttpd_and_apache() {
                     assert!(location.starts_with("/mount/items/"), "{location}");
                     let got = ask(addr, &plain("GET", "/items"), "/mount").await;
                     assert!(got.text().contains("tea"));
+                    if protocol == "fastcgi" {
+                        // A body failing half-way: the app closes the
+                        // connection after an FCGI_STDERR line, which
+                        // nginx's error log shows with its request. (With
+                        // `fastcgi_buffering off` and no length, nginx ends
+                        // the client's chunked body as if complete: the log
+                        // line is what tells the failure.)
+                        let mut conn = Raw::connect(addr).await;
+                        conn.send(b"GET /fails HTTP/1.1\r\nhost: example.test\r\nconnection: close\r\n\r\n")
+                            .await;
+                        let cut = conn.read_to_close().await;
+                        assert!(cut.starts_with(b"HTTP/1.1 200"), "{cut:?}");
+                        let log = std::fs::read_to_string(dir.path().join("nginx-error.log"))
+                            .unwrap_or_default();
+                        let line = log
+                            .lines()
+                            .find(|l| l.contains("FastCGI sent in stderr"))
+                            .unwrap_or_else(|| panic!("no FastCGI stderr line in:\n{log}"));
+                        assert!(
+                            line.contains("response body failed")
+                                && line.contains("the disk went away")
+                                && line.contains("GET /fails"),
+                            "{line}"
+                        );
+                    }
                     // X-Accel-Redirect passes through: nginx serves the file.
                     let offloaded = ask(addr, &plain("GET", "/offload"), "").await;
                     assert_eq!(
