@@ -69,13 +69,13 @@ use bytes::Bytes;
 
 pub use celer_server::{
     Bound, Builder, ConnInfo, HttpService, Incoming, Limits, Listen, Server, Shutdown, Threading,
-    TlsBuilder, TlsConfig, raise_fd_limit,
+    TlsBuilder, TlsConfig, TlsInfo, TlsVersion, raise_fd_limit,
 };
 
 #[cfg(doc)]
 use crate::Request;
 use crate::app::{AppConn, ResponseFuture, Shared};
-use crate::request::{ConnAddrs, FrontEnd};
+use crate::request::FrontEnd;
 use crate::{App, BoxError};
 
 /// Drops the engine's zero-copy marker from a response whose body a
@@ -347,7 +347,7 @@ impl App {
         )?;
         let shared = self.shared().clone();
         run_app(bound, shared, signal, move |shared, info| WithConnInfo {
-            info: *info,
+            info: info.clone(),
             inner: layer.layer(AppService::new(shared, info)),
         })
     }
@@ -366,7 +366,7 @@ impl App {
     {
         let shared = self.shared().clone();
         serve_app(bound, shared, shutdown, move |shared, info| WithConnInfo {
-            info: *info,
+            info: info.clone(),
             inner: layer.layer(AppService::new(shared, info)),
         })
         .await
@@ -438,7 +438,7 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> S::Future {
-        req.extensions_mut().insert(self.info);
+        req.extensions_mut().insert(self.info.clone());
         self.inner.call(req)
     }
 }
@@ -456,7 +456,7 @@ pub struct AppService {
 impl std::fmt::Debug for AppService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppService")
-            .field("addrs", &self.conn.addrs)
+            .field("conn", &self.conn.info)
             .finish_non_exhaustive()
     }
 }
@@ -465,12 +465,8 @@ impl std::fmt::Debug for AppService {
 
 impl AppService {
     fn new(shared: &Arc<Shared>, info: &ConnInfo) -> AppService {
-        let addrs = ConnAddrs {
-            remote: info.remote,
-            local: info.local,
-        };
         AppService {
-            conn: Arc::new(AppConn::new(shared.clone(), addrs)),
+            conn: Arc::new(AppConn::new(shared.clone(), Some(info.clone()))),
         }
     }
 }
@@ -496,6 +492,7 @@ where
                 script_name: env.script_name,
                 remote: env.remote,
                 local: env.local,
+                https: env.https,
             });
         }
         self.conn.call(req)

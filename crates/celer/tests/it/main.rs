@@ -6,6 +6,7 @@ mod body_limit;
 mod cache;
 mod compile_fail;
 mod compression;
+mod conn_facts;
 mod cookies;
 mod cors;
 mod csrf;
