@@ -11,6 +11,18 @@
 //! # Ok::<_, std::io::Error>(())
 //! ```
 //!
+//! A server that takes its listeners, workers and TLS certificate from the
+//! command line (`--listen`, `--listen-tls`, `--tls-cert`, `--tls-key`,
+//! `--workers`, `--threading`) is one line too, with [`serve_from_args`],
+//! and [`Options`] for an app with flags of its own:
+//!
+//! ```no_run
+//! let mut app = celer::App::new();
+//! app.get("/", |_req: celer::Request| async { "Hello, World!" });
+//! celer::serve_from_args(app)?; // `--help` lists the flags
+//! # Ok::<_, std::io::Error>(())
+//! ```
+//!
 //! For control over the listeners, limits, threads or the shutdown
 //! signal, bind first, so that address errors surface before anything runs, then
 //! hand the [`Bound`] server to [`App::run`] (blocking, on runtimes of the
@@ -59,6 +71,8 @@
 //! `celer_server`; routing, handlers, extractors and middleware only know
 //! `http` and `tower`.
 
+mod options;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
@@ -72,6 +86,7 @@ pub use celer_server::{
     TlsBuilder, TlsConfig, TlsInfo, TlsVersion, raise_fd_limit,
 };
 
+pub use self::options::{DEFAULT_LISTEN, Options, UsageError};
 #[cfg(doc)]
 use crate::Request;
 use crate::app::{AppConn, ResponseFuture, Shared};
@@ -166,8 +181,20 @@ fn bind_all(listen: impl ToListen) -> io::Result<Bound> {
         builder = builder.listen(listen);
     }
     let bound = builder.bind()?;
-    tracing::info!(target: "celer::serve", "listening on {}", bound.local_specs().join(", "));
+    log_listening(&bound);
     Ok(bound)
+}
+
+/// Says where `bound` serves: a log line, and a line on stderr when no
+/// tracing subscriber is installed, so that a server started from a
+/// terminal tells where to point the browser.
+fn log_listening(bound: &Bound) {
+    let specs = bound.local_specs().join(", ");
+    if tracing::dispatcher::has_been_set() {
+        tracing::info!(target: "celer::serve", "listening on {specs}");
+    } else {
+        eprintln!("listening on {specs}");
+    }
 }
 
 /// Resolves on Ctrl-C (`SIGINT`) or, on Unix, `SIGTERM`: what a terminal
@@ -246,6 +273,12 @@ pub fn serve(listen: impl ToListen, app: App) -> io::Result<()> {
 /// ```
 pub async fn serve_async(listen: impl ToListen, app: App) -> io::Result<()> {
     let bound = bind_all(listen)?;
+    serve_bound_async(bound, app).await
+}
+
+/// Serves `app` on `bound` on the current runtime until Ctrl-C or
+/// `SIGTERM`.
+async fn serve_bound_async(bound: Bound, app: App) -> io::Result<()> {
     let shutdown = Shutdown::new();
     let trigger = shutdown.clone();
     let watcher = tokio::spawn(async move {
@@ -255,6 +288,29 @@ pub async fn serve_async(listen: impl ToListen, app: App) -> io::Result<()> {
     let result = app.serve(bound, shutdown).await;
     watcher.abort();
     result
+}
+
+/// Serves `app` as [`serve()`] does, on the listeners, workers, threading
+/// and TLS certificate of the command line's standard flags ([`Options`]):
+///
+/// ```text
+#[doc = include_str!("serve/options.txt")]
+/// ```
+///
+/// `--help` prints them and exits; a usage error (an unknown flag, a value
+/// that does not parse, `--listen-tls` without a certificate) is printed
+/// with the flag it is about, and the process exits with status 2. An app
+/// with flags of its own uses [`Options::from_env_with_rest`].
+///
+/// ```no_run
+/// fn main() -> std::io::Result<()> {
+///     let mut app = celer::App::new();
+///     app.get("/", |_req: celer::Request| async { "Hello, World!" });
+///     celer::serve_from_args(app)
+/// }
+/// ```
+pub fn serve_from_args(app: App) -> io::Result<()> {
+    Options::from_env().serve(app)
 }
 
 // ===== impl App =====
