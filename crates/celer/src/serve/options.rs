@@ -144,6 +144,12 @@ impl Options {
     /// The help text of the standard flags.
     pub const HELP: &'static str = include_str!("options.txt");
 
+    /// [`Options::HELP`] under a heading, for the help of an app's own
+    /// parser (clap's `after_help`, say).
+    pub fn help() -> String {
+        format!("Server options:\n{}", Options::HELP.trim_end())
+    }
+
     /// Parses the standard flags from `args` (the program's name not
     /// included); anything else is an error naming it, `--help` an error
     /// whose [`is_help`](UsageError::is_help) is true. Values come as
@@ -165,7 +171,7 @@ impl Options {
         args.insert(0, String::new());
         if args.iter().any(|a| a == "--help" || a == "-h") {
             return Err(UsageError {
-                message: format!("Options:\n{}", Options::HELP.trim_end()),
+                message: Options::help(),
                 help: true,
             });
         }
