@@ -299,18 +299,26 @@ async fn serve_bound_async(bound: Bound, app: App) -> io::Result<()> {
 ///
 /// `--help` prints them and exits; a usage error (an unknown flag, a value
 /// that does not parse, `--listen-tls` without a certificate) is printed
-/// with the flag it is about, and the process exits with status 2. An app
-/// with flags of its own uses [`Options::from_env_with_rest`].
+/// with the flag it is about, and the process exits with status 2. An
+/// error while serving (an address in use, a certificate that does not
+/// load) is printed after the program's name, and the exit code is 1. An
+/// app with flags of its own uses [`Options::from_env_with_rest`].
 ///
 /// ```no_run
-/// fn main() -> std::io::Result<()> {
+/// fn main() -> std::process::ExitCode {
 ///     let mut app = celer::App::new();
 ///     app.get("/", |_req: celer::Request| async { "Hello, World!" });
 ///     celer::serve_from_args(app)
 /// }
 /// ```
-pub fn serve_from_args(app: App) -> io::Result<()> {
-    Options::from_env().serve(app)
+pub fn serve_from_args(app: App) -> std::process::ExitCode {
+    match Options::from_env().serve(app) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{}: {err}", options::program_name());
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 // ===== impl App =====

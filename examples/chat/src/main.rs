@@ -41,7 +41,7 @@ struct Args {
     echo_no_compression: bool,
 }
 
-fn main() -> std::io::Result<()> {
+fn main() {
     let (server, rest) = Options::from_env_with_rest();
     let args = Args::parse_from(rest);
     let settings = Settings {
@@ -50,5 +50,8 @@ fn main() -> std::io::Result<()> {
         echo_max_message_bytes: args.echo_max_message_bytes,
         echo_compression: !args.echo_no_compression,
     };
-    server.serve(example_chat::app(&settings))
+    if let Err(err) = server.serve(example_chat::app(&settings)) {
+        eprintln!("example-chat: {err}");
+        std::process::exit(1);
+    }
 }

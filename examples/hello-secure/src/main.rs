@@ -81,6 +81,6 @@ fn app() -> App {
     app
 }
 
-fn main() -> std::io::Result<()> {
+fn main() -> std::process::ExitCode {
     celer::serve_from_args(app())
 }

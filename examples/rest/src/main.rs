@@ -7,6 +7,6 @@
 //! example-rest [--listen SPEC]... [--workers N] (--help for all)
 //! ```
 
-fn main() -> std::io::Result<()> {
+fn main() -> std::process::ExitCode {
     celer::serve_from_args(example_rest::app())
 }

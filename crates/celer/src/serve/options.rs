@@ -122,7 +122,8 @@ impl From<UsageError> for io::Error {
     }
 }
 
-fn program_name() -> String {
+/// The program's file name, for messages.
+pub(super) fn program_name() -> String {
     std::env::args_os()
         .next()
         .map(PathBuf::from)
@@ -171,7 +172,7 @@ impl Options {
         args.insert(0, String::new());
         if args.iter().any(|a| a == "--help" || a == "-h") {
             return Err(UsageError {
-                message: Options::help(),
+                message: format!("Usage: {} [OPTIONS]\n\n{}", program_name(), Options::help()),
                 help: true,
             });
         }

@@ -25,6 +25,7 @@ mod router_table;
 mod routing;
 mod scopes;
 mod security;
+mod serve_options;
 mod serving;
 mod sessions;
 mod silent;
