@@ -17,10 +17,11 @@
 //! and [`Options`] for an app with flags of its own:
 //!
 //! ```no_run
-//! let mut app = celer::App::new();
-//! app.get("/", |_req: celer::Request| async { "Hello, World!" });
-//! celer::serve_from_args(app)?; // `--help` lists the flags
-//! # Ok::<_, std::io::Error>(())
+//! fn main() -> std::process::ExitCode {
+//!     let mut app = celer::App::new();
+//!     app.get("/", |_req: celer::Request| async { "Hello, World!" });
+//!     celer::serve_from_args(app) // `--help` lists the flags
+//! }
 //! ```
 //!
 //! For control over the listeners, limits, threads or the shutdown
