@@ -94,5 +94,5 @@ pub use limits::Limits;
 pub use listen::{Listen, Listener};
 pub use serve::{Bound, Builder, ConnInfo, HttpService, Server, Threading};
 pub use shutdown::Shutdown;
-pub use tls::{TlsBuilder, TlsConfig};
+pub use tls::{TlsBuilder, TlsConfig, TlsInfo, TlsVersion};
 pub use transport::Transport;

@@ -27,7 +27,7 @@ use crate::gateway::{self, Gateway};
 use crate::http1::{self, Http1Only, Sniff, Sniffed, Switch};
 use crate::http2;
 use crate::prefixed::Prefixed;
-use crate::serve::HttpService;
+use crate::serve::{ConnInfo, HttpService};
 use crate::shutdown::{Shutdown, Watch};
 use crate::tls::{self, ALPN_H2, ALPN_HTTP1, TlsConfig};
 use crate::transport::Transport;
@@ -50,22 +50,29 @@ where
 }
 
 /// Serves a TLS connection: the handshake within its timeout (releasing
-/// the handshake slot `slot` after it), then the protocol ALPN chose.
-pub(crate) async fn tls<I, S>(
+/// the handshake slot `slot` after it), then the service `make` builds for
+/// the connection `info` completed with what the handshake agreed, on the
+/// protocol ALPN chose.
+pub(crate) async fn tls<I, F, S>(
     io: I,
     tls: &TlsConfig,
     slot: tls::Slot,
-    service: S,
+    mut info: ConnInfo,
+    make: &F,
     config: Arc<ConnConfig>,
     shutdown: Shutdown,
 ) where
     I: Transport,
+    F: Fn(&ConnInfo) -> S,
     S: HttpService,
 {
     let timeout = config.limits.tls_handshake_timeout;
     let Some(stream) = tls::accept(io, tls, slot, timeout, &shutdown).await else {
         return;
     };
+    info.tls = Some(stream.info().clone());
+    let service = make(&info);
+    drop(info);
     match stream.alpn_protocol() {
         // RFC 9113 §3.2: "h2" over TLS. Served whenever the TLS
         // configuration offered it, whatever `Builder::http2` says of

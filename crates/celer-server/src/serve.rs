@@ -38,7 +38,7 @@ use crate::listen::{BindOptions, Listen, Listener, options_paths};
 use crate::proto;
 use crate::redirect::Redirect;
 use crate::shutdown::Shutdown;
-use crate::tls::{self, TlsConfig};
+use crate::tls::{self, TlsConfig, TlsInfo, TlsVersion};
 use crate::transport::Transport;
 
 /// How connections are spread over threads.
@@ -79,14 +79,87 @@ where
     type ResBody = B;
 }
 
-/// Facts about one accepted connection, given to the per-connection
-/// service factory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Facts about one connection, given to the per-connection service
+/// factory once the connection is established: on a TLS listener after
+/// the handshake, so they include what it agreed.
+///
+/// Cloning is cheap (the TLS facts are shared), so a framework can keep
+/// one per connection and hand it to every request. The HTTP protocol of
+/// each request is its [`version`](http::Request::version) (`HTTP/2.0`
+/// over h2, by ALPN or prior knowledge).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnInfo {
     /// The client's address; `None` on UNIX sockets.
     pub remote: Option<SocketAddr>,
     /// The server's address; `None` on UNIX sockets.
     pub local: Option<SocketAddr>,
+    /// What the TLS handshake agreed; `None` in the clear.
+    pub tls: Option<Arc<TlsInfo>>,
+}
+
+impl ConnInfo {
+    /// A connection in the clear between these addresses (the engine makes
+    /// them; tests and other servers can too).
+    pub const fn new(remote: Option<SocketAddr>, local: Option<SocketAddr>) -> ConnInfo {
+        ConnInfo {
+            remote,
+            local,
+            tls: None,
+        }
+    }
+
+    /// The same connection over TLS with these facts.
+    ///
+    /// ```
+    /// use celer_server::{ConnInfo, TlsInfo, TlsVersion};
+    /// let info = ConnInfo::new(None, None).with_tls(TlsInfo::new(TlsVersion::Tls13, Some(b"h2"), None));
+    /// assert!(info.is_tls());
+    /// assert_eq!(info.alpn(), Some(&b"h2"[..]));
+    /// ```
+    pub fn with_tls(mut self, tls: TlsInfo) -> ConnInfo {
+        self.tls = Some(Arc::new(tls));
+        self
+    }
+
+    /// The client's address; `None` on UNIX sockets.
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.remote
+    }
+
+    /// The server's address the client connected to; `None` on UNIX
+    /// sockets.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local
+    }
+
+    /// True when the connection is TLS (a [`Builder::listen_tls`]
+    /// listener).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The TLS facts (version, suite, ALPN, SNI); `None` in the clear.
+    pub fn tls(&self) -> Option<&TlsInfo> {
+        self.tls.as_deref()
+    }
+
+    /// The protocol agreed through ALPN (RFC 7301), `b"h2"` or
+    /// `b"http/1.1"`; `None` in the clear or when the client offered none.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.tls.as_deref()?.alpn()
+    }
+
+    /// The negotiated TLS version; `None` in the clear.
+    pub fn tls_version(&self) -> Option<TlsVersion> {
+        self.tls.as_deref().map(TlsInfo::version)
+    }
+
+    /// The host name of the client's SNI (RFC 6066 §3); `None` in the
+    /// clear or when it sent none.
+    pub fn server_name(&self) -> Option<&str> {
+        self.tls.as_deref()?.server_name()
+    }
 }
 
 /// Entry point: `Server::builder()`.
@@ -468,10 +541,7 @@ impl Bound {
         S: HttpService,
     {
         if self.cgi {
-            let none = ConnInfo {
-                remote: None,
-                local: None,
-            };
+            let none = ConnInfo::default();
             return crate::gateway::cgi::serve(make(&none), &self.config);
         }
         let make = Arc::new(make);
@@ -549,10 +619,7 @@ impl Bound {
         S: HttpService,
     {
         if self.cgi {
-            let none = ConnInfo {
-                remote: None,
-                local: None,
-            };
+            let none = ConnInfo::default();
             let (service, config) = (make(&none), self.config.clone());
             return tokio::task::spawn_blocking(move || {
                 crate::gateway::cgi::serve(service, &config)
@@ -710,13 +777,7 @@ impl Accept for TcpAcceptor {
 
     async fn accept(&self) -> io::Result<(Self::Io, ConnInfo)> {
         let (io, remote) = self.0.accept().await?;
-        Ok((
-            io,
-            ConnInfo {
-                remote: Some(remote),
-                local: self.1,
-            },
-        ))
+        Ok((io, ConnInfo::new(Some(remote), self.1)))
     }
 }
 
@@ -725,13 +786,7 @@ impl Accept for tokio::net::UnixListener {
 
     async fn accept(&self) -> io::Result<(Self::Io, ConnInfo)> {
         let (io, _) = tokio::net::UnixListener::accept(self).await?;
-        Ok((
-            io,
-            ConnInfo {
-                remote: None,
-                local: None,
-            },
-        ))
+        Ok((io, ConnInfo::default()))
     }
 }
 
@@ -810,17 +865,19 @@ async fn accept_loop<A, F, S>(
         // pending handshake is shed (`tls::Handshakes`), so the listener
         // keeps accepting (issue 20).
         let handshake = (role == Role::Tls).then(|| state.handshakes.admit());
-        let service = make(&info);
         let shutdown = shutdown.clone();
         match (handshake, &state.tls) {
             (Some(handshake), Some(tls)) => {
-                let (tls, config) = (tls.clone(), state.tls_config.clone());
+                // The service is made after the handshake, so that its
+                // `ConnInfo` holds what the handshake agreed.
+                let (tls, config, make) = (tls.clone(), state.tls_config.clone(), make.clone());
                 tokio::spawn(async move {
-                    proto::tls(io, &tls, handshake, service, config, shutdown).await;
+                    proto::tls(io, &tls, handshake, info, &*make, config, shutdown).await;
                     drop(permit);
                 });
             }
             _ if let Role::Gateway(gateway) = role => {
+                let service = make(&info);
                 let config = state.config.clone();
                 let conn = proto::gateway(gateway, io, service, config, shutdown.watch());
                 tokio::spawn(Holding {
@@ -829,6 +886,7 @@ async fn accept_loop<A, F, S>(
                 });
             }
             _ => {
+                let service = make(&info);
                 let config = state.config.clone();
                 let conn = proto::plain(io, service, config, &shutdown);
                 tokio::spawn(Holding {

@@ -30,7 +30,8 @@
 //!   precompressed siblings), as a service or under a route.
 //! - [`serve()`] runs an app on Celer's engine in one line, with Ctrl-C and
 //!   SIGTERM for a graceful shutdown ([`serve_async`] inside a tokio
-//!   runtime); the [`serve`](mod@serve) module has the finer controls
+//!   runtime; [`serve_from_args`] with the standard `--listen`, `--workers`,
+//!   `--threading` and TLS flags from the command line); the [`serve`](mod@serve) module has the finer controls
 //!   (`app.run(bound, signal)`, `app.serve(bound, shutdown).await`, tower
 //!   layers with `run_layered`). Handlers see the client's address in
 //!   [`Request::remote_addr`]. When shutdown starts, the app's
@@ -242,7 +243,7 @@ pub use handler::{Handler, Next, debug_handler, debug_middleware};
 pub use request::{LocalAddr, RemoteAddr, Request, RequestBuilder};
 pub use response::{IntoResponse, Response};
 pub use router::MethodSet;
-pub use serve::{serve, serve_async};
+pub use serve::{serve, serve_async, serve_from_args};
 
 /// A boxed error, the error type of [`Body`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -11,6 +11,19 @@
 //! # Ok::<_, std::io::Error>(())
 //! ```
 //!
+//! A server that takes its listeners, workers and TLS certificate from the
+//! command line (`--listen`, `--listen-tls`, `--tls-cert`, `--tls-key`,
+//! `--workers`, `--threading`) is one line too, with [`serve_from_args`],
+//! and [`Options`] for an app with flags of its own:
+//!
+//! ```no_run
+//! fn main() -> std::process::ExitCode {
+//!     let mut app = celer::App::new();
+//!     app.get("/", |_req: celer::Request| async { "Hello, World!" });
+//!     celer::serve_from_args(app) // `--help` lists the flags
+//! }
+//! ```
+//!
 //! For control over the listeners, limits, threads or the shutdown
 //! signal, bind first, so that address errors surface before anything runs, then
 //! hand the [`Bound`] server to [`App::run`] (blocking, on runtimes of the
@@ -59,6 +72,8 @@
 //! `celer_server`; routing, handlers, extractors and middleware only know
 //! `http` and `tower`.
 
+mod options;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
@@ -69,13 +84,14 @@ use bytes::Bytes;
 
 pub use celer_server::{
     Bound, Builder, ConnInfo, HttpService, Incoming, Limits, Listen, Server, Shutdown, Threading,
-    TlsBuilder, TlsConfig, raise_fd_limit,
+    TlsBuilder, TlsConfig, TlsInfo, TlsVersion, raise_fd_limit,
 };
 
+pub use self::options::{DEFAULT_LISTEN, Options, UsageError};
 #[cfg(doc)]
 use crate::Request;
 use crate::app::{AppConn, ResponseFuture, Shared};
-use crate::request::{ConnAddrs, FrontEnd};
+use crate::request::FrontEnd;
 use crate::{App, BoxError};
 
 /// Drops the engine's zero-copy marker from a response whose body a
@@ -166,8 +182,20 @@ fn bind_all(listen: impl ToListen) -> io::Result<Bound> {
         builder = builder.listen(listen);
     }
     let bound = builder.bind()?;
-    tracing::info!(target: "celer::serve", "listening on {}", bound.local_specs().join(", "));
+    log_listening(&bound);
     Ok(bound)
+}
+
+/// Says where `bound` serves: a log line, and a line on stderr when no
+/// tracing subscriber is installed, so that a server started from a
+/// terminal tells where to point the browser.
+fn log_listening(bound: &Bound) {
+    let specs = bound.local_specs().join(", ");
+    if tracing::dispatcher::has_been_set() {
+        tracing::info!(target: "celer::serve", "listening on {specs}");
+    } else {
+        eprintln!("listening on {specs}");
+    }
 }
 
 /// Resolves on Ctrl-C (`SIGINT`) or, on Unix, `SIGTERM`: what a terminal
@@ -246,6 +274,12 @@ pub fn serve(listen: impl ToListen, app: App) -> io::Result<()> {
 /// ```
 pub async fn serve_async(listen: impl ToListen, app: App) -> io::Result<()> {
     let bound = bind_all(listen)?;
+    serve_bound_async(bound, app).await
+}
+
+/// Serves `app` on `bound` on the current runtime until Ctrl-C or
+/// `SIGTERM`.
+async fn serve_bound_async(bound: Bound, app: App) -> io::Result<()> {
     let shutdown = Shutdown::new();
     let trigger = shutdown.clone();
     let watcher = tokio::spawn(async move {
@@ -255,6 +289,37 @@ pub async fn serve_async(listen: impl ToListen, app: App) -> io::Result<()> {
     let result = app.serve(bound, shutdown).await;
     watcher.abort();
     result
+}
+
+/// Serves `app` as [`serve()`] does, on the listeners, workers, threading
+/// and TLS certificate of the command line's standard flags ([`Options`]):
+///
+/// ```text
+#[doc = include_str!("serve/options.txt")]
+/// ```
+///
+/// `--help` prints them and exits; a usage error (an unknown flag, a value
+/// that does not parse, `--listen-tls` without a certificate) is printed
+/// with the flag it is about, and the process exits with status 2. An
+/// error while serving (an address in use, a certificate that does not
+/// load) is printed after the program's name, and the exit code is 1. An
+/// app with flags of its own uses [`Options::from_env_with_rest`].
+///
+/// ```no_run
+/// fn main() -> std::process::ExitCode {
+///     let mut app = celer::App::new();
+///     app.get("/", |_req: celer::Request| async { "Hello, World!" });
+///     celer::serve_from_args(app)
+/// }
+/// ```
+pub fn serve_from_args(app: App) -> std::process::ExitCode {
+    match Options::from_env().serve(app) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{}: {err}", options::program_name());
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 // ===== impl App =====
@@ -347,7 +412,7 @@ impl App {
         )?;
         let shared = self.shared().clone();
         run_app(bound, shared, signal, move |shared, info| WithConnInfo {
-            info: *info,
+            info: info.clone(),
             inner: layer.layer(AppService::new(shared, info)),
         })
     }
@@ -366,7 +431,7 @@ impl App {
     {
         let shared = self.shared().clone();
         serve_app(bound, shared, shutdown, move |shared, info| WithConnInfo {
-            info: *info,
+            info: info.clone(),
             inner: layer.layer(AppService::new(shared, info)),
         })
         .await
@@ -438,7 +503,7 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> S::Future {
-        req.extensions_mut().insert(self.info);
+        req.extensions_mut().insert(self.info.clone());
         self.inner.call(req)
     }
 }
@@ -456,7 +521,7 @@ pub struct AppService {
 impl std::fmt::Debug for AppService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppService")
-            .field("addrs", &self.conn.addrs)
+            .field("conn", &self.conn.info)
             .finish_non_exhaustive()
     }
 }
@@ -465,12 +530,8 @@ impl std::fmt::Debug for AppService {
 
 impl AppService {
     fn new(shared: &Arc<Shared>, info: &ConnInfo) -> AppService {
-        let addrs = ConnAddrs {
-            remote: info.remote,
-            local: info.local,
-        };
         AppService {
-            conn: Arc::new(AppConn::new(shared.clone(), addrs)),
+            conn: Arc::new(AppConn::new(shared.clone(), Some(info.clone()))),
         }
     }
 }
@@ -496,6 +557,7 @@ where
                 script_name: env.script_name,
                 remote: env.remote,
                 local: env.local,
+                https: env.https,
             });
         }
         self.conn.call(req)

@@ -9,7 +9,7 @@
 //! cookies) to every request, on both routes alike.
 //!
 //! ```text
-//! example-hello-secure --listen tcp://127.0.0.1:8080 [--workers N]
+//! example-hello-secure [--listen SPEC]... [--workers N] (--help for all)
 //! bench/instructions --path /plaintext BIN; bench/instructions --path /s/plaintext BIN
 //! ```
 
@@ -22,23 +22,10 @@ use std::time::Duration;
 use celer::cookie::CookieJar;
 use celer::csrf::Csrf;
 use celer::response::IntoResponse;
-use celer::serve::{Listen, Server};
 use celer::session::{MemoryStore, Record, Session, SessionStore, Sessions};
 use celer::{App, Body, Error, Next, Request, Response};
-use clap::Parser;
 use http::HeaderValue;
 use http::header::{CONTENT_TYPE, COOKIE};
-
-#[derive(Parser, Debug)]
-#[command(about = "GET /plaintext with and without cookies, session and CSRF")]
-struct Args {
-    /// Where to listen (repeatable): tcp://HOST:PORT, unix:PATH, fd:N, systemd.
-    #[arg(long, default_value = "tcp://127.0.0.1:8080")]
-    listen: Vec<Listen>,
-    /// Worker threads (default: one per CPU).
-    #[arg(long)]
-    workers: Option<usize>,
-}
 
 fn hello() -> Response {
     (
@@ -94,31 +81,6 @@ fn app() -> App {
     app
 }
 
-fn main() {
-    let args = Args::parse();
-    let mut builder = Server::builder();
-    if let Some(n) = args.workers {
-        builder = builder.workers(n);
-    }
-    for l in args.listen {
-        builder = builder.listen(l);
-    }
-    let bound = match builder.bind() {
-        Ok(b) => b,
-        Err(err) => {
-            eprintln!("example-hello-secure: {err}");
-            std::process::exit(2);
-        }
-    };
-    eprintln!(
-        "example-hello-secure listening on {}",
-        bound.local_specs().join(", ")
-    );
-    let signal = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    if let Err(err) = app().run(bound, signal) {
-        eprintln!("example-hello-secure: {err}");
-        std::process::exit(1);
-    }
+fn main() -> std::process::ExitCode {
+    celer::serve_from_args(app())
 }

@@ -13,34 +13,21 @@
 //! ```
 
 use celer::dispatch::Dispatcher;
-use celer::serve::{Listen, Server};
+use celer::serve::Options;
 use celer_tasks::{Tasks, TasksConfig};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
-#[command(about = "The task API on the Celer framework")]
+#[command(about = "The task API on the Celer framework", after_help = Options::help())]
 struct Args {
-    /// Where to listen (repeatable): tcp://HOST:PORT, unix:PATH, fd:N, systemd.
-    #[arg(long, default_value = "tcp://127.0.0.1:8080")]
-    listen: Vec<Listen>,
     /// Where the task store lives.
     #[arg(long, default_value = "example-tasks-data")]
     data_dir: std::path::PathBuf,
 }
 
 fn main() {
-    let args = Args::parse();
-    let mut builder = Server::builder();
-    for l in args.listen {
-        builder = builder.listen(l);
-    }
-    let bound = match builder.bind() {
-        Ok(b) => b,
-        Err(err) => {
-            eprintln!("example-tasks: {err}");
-            std::process::exit(2);
-        }
-    };
+    let (server, rest) = Options::from_env_with_rest();
+    let args = Args::parse_from(rest);
     let tasks = match Tasks::open(TasksConfig::new(&args.data_dir), example_tasks::kinds()) {
         Ok(tasks) => tasks,
         Err(err) => {
@@ -48,31 +35,12 @@ fn main() {
             std::process::exit(1);
         }
     };
-    eprintln!(
-        "example-tasks listening on {}",
-        bound.local_specs().join(", ")
-    );
     let app = example_tasks::app(&tasks, Dispatcher::new());
-    let served = app.run(bound, shutdown_signal());
+    let served = server.serve(app);
     // Running tasks go back to the store for the next start.
     tasks.shutdown();
     if let Err(err) = served {
         eprintln!("example-tasks: {err}");
         std::process::exit(1);
-    }
-}
-
-/// Resolves at SIGTERM (what service managers send) or Ctrl-C.
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
 }

@@ -12,19 +12,16 @@
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use celer::App;
-use celer::serve::{Listen, Server, Threading};
+use celer::serve::Options;
 use celer::ws::{Accept, Config, Registry, WebSocket, WebSocketRoute};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
-#[command(about = "WebSocket echo server on the Celer framework")]
+#[command(
+    about = "WebSocket echo server on the Celer framework (default --listen tcp://127.0.0.1:9001)",
+    after_help = Options::help()
+)]
 struct Args {
-    /// Where to listen (repeatable): tcp://HOST:PORT, unix:PATH, fd:N, systemd.
-    #[arg(long, default_value = "tcp://127.0.0.1:9001")]
-    listen: Vec<Listen>,
-    /// Worker threads (default: one per CPU).
-    #[arg(long)]
-    workers: Option<usize>,
     /// Do not offer permessage-deflate.
     #[arg(long)]
     no_compression: bool,
@@ -56,7 +53,9 @@ async fn rebroadcast(mut ws: WebSocket) {
 }
 
 fn main() {
-    let args = Args::parse();
+    let (server, rest) = Options::from_env_with_rest();
+    let args = Args::parse_from(rest);
+    let server = server.or_listen("tcp://127.0.0.1:9001".parse().expect("a valid spec"));
     let config = Config {
         compression: !args.no_compression,
         compress_min_bytes: args.compress_min_bytes,
@@ -78,29 +77,7 @@ fn main() {
                 Ok::<_, http::StatusCode>(Accept::new().group(GROUP))
             }),
     );
-    let mut builder = Server::builder().threading(Threading::PerCore);
-    if let Some(n) = args.workers {
-        builder = builder.workers(n);
-    }
-    for l in args.listen {
-        builder = builder.listen(l);
-    }
-    let _ = celer::serve::raise_fd_limit();
-    let bound = match builder.bind() {
-        Ok(b) => b,
-        Err(err) => {
-            eprintln!("example-ws-echo: {err}");
-            std::process::exit(2);
-        }
-    };
-    eprintln!(
-        "example-ws-echo listening on {}",
-        bound.local_specs().join(", ")
-    );
-    let signal = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    if let Err(err) = app.run(bound, signal) {
+    if let Err(err) = server.serve(app) {
         eprintln!("example-ws-echo: {err}");
         std::process::exit(1);
     }

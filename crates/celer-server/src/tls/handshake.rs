@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::limits::TLS_CLIENT_HELLO_TIMEOUT;
 use crate::tls::TlsConfig;
 use crate::tls::admission::Slot;
+use crate::tls::info::{TlsInfo, TlsVersion};
 use crate::tls::record::{MAX_RECORD, RecordLayer};
 
 /// Most bytes buffered from the client during a handshake: rustls's own
@@ -32,8 +33,8 @@ const HANDSHAKE_READ: usize = 4 * 1024;
 pub(crate) struct Established {
     /// The traffic keys, from here on.
     pub(crate) records: RecordLayer,
-    /// The protocol agreed through ALPN.
-    pub(crate) alpn: Option<Vec<u8>>,
+    /// What the handshake agreed (version, suite, ALPN, SNI).
+    pub(crate) info: Arc<TlsInfo>,
     /// Bytes read past the handshake: the start of the client's records.
     pub(crate) inbuf: BytesMut,
     /// Application data rustls decrypted with the handshake's last records
@@ -84,7 +85,7 @@ where
     I: AsyncRead + AsyncWrite + Unpin,
 {
     let mut inbuf = BytesMut::with_capacity(HANDSHAKE_READ);
-    let config = match slot {
+    let (config, server_name) = match slot {
         Some(slot) => {
             let hello = read_client_hello(io, tls, &mut inbuf);
             let config = tokio::time::timeout(TLS_CLIENT_HELLO_TIMEOUT, hello)
@@ -150,24 +151,38 @@ where
             }
         }
     }
-    let alpn = conn.alpn_protocol().map(<[u8]>::to_vec);
+    let info = Arc::new(agreed(&conn, server_name.as_deref()));
     let (secrets, kernel) = conn.dangerous_into_kernel_connection().map_err(invalid)?;
     let records = RecordLayer::new(secrets, kernel).map_err(invalid)?;
     Ok(Established {
         records,
-        alpn,
+        info,
         inbuf,
         early: Bytes::from(early),
         peer_closed,
     })
 }
 
-/// Reads until the ClientHello is whole; returns the configuration for it.
+/// The facts of a completed handshake, for the service.
+fn agreed(conn: &UnbufferedServerConnection, server_name: Option<&str>) -> TlsInfo {
+    let version = match conn.protocol_version() {
+        Some(rustls::ProtocolVersion::TLSv1_2) => TlsVersion::Tls12,
+        _ => TlsVersion::Tls13,
+    };
+    let suite = conn
+        .negotiated_cipher_suite()
+        .and_then(|s| s.suite().as_str())
+        .unwrap_or("");
+    TlsInfo::new(version, conn.alpn_protocol(), server_name).with_cipher_suite(suite)
+}
+
+/// Reads until the ClientHello is whole; returns the configuration for it
+/// and the server name it asked for (SNI).
 async fn read_client_hello<I>(
     io: &mut I,
     tls: &TlsConfig,
     inbuf: &mut BytesMut,
-) -> io::Result<Arc<ServerConfig>>
+) -> io::Result<(Arc<ServerConfig>, Option<Box<str>>)>
 where
     I: AsyncRead + AsyncWrite + Unpin,
 {
@@ -181,7 +196,11 @@ where
             }
         }
         match acceptor.accept() {
-            Ok(Some(accepted)) => return Ok(tls.server_config_for(&accepted.client_hello())),
+            Ok(Some(accepted)) => {
+                let hello = accepted.client_hello();
+                let name = hello.server_name().map(Box::from);
+                return Ok((tls.server_config_for(&hello), name));
+            }
             Ok(None) => read_more(io, inbuf).await?,
             Err((err, mut alert)) => {
                 let mut bytes = Vec::new();

@@ -5,7 +5,9 @@
 //! - `config`: [`TlsConfig`] and [`TlsBuilder`]: PEM loading with errors
 //!   naming the file, the SNI resolver, versions, ALPN, resumption, reload
 //! - `accept`: the handshake (timeout, ClientHello deadline), yielding a
-//!   `TlsStream` that reports the ALPN protocol
+//!   `TlsStream` that reports what the handshake agreed
+//! - `info`: [`TlsInfo`], those facts (version, suite, ALPN, SNI) as the
+//!   service sees them
 //! - `admission`: the concurrent-handshake cap, which sheds the least
 //!   advanced pending handshake rather than pause the listener
 //! - `handshake`: the handshake through rustls's unbuffered API, with the
@@ -35,6 +37,7 @@ mod config;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod differential;
 mod handshake;
+mod info;
 mod record;
 mod stream;
 #[cfg(test)]
@@ -43,3 +46,4 @@ mod tests;
 pub(crate) use accept::accept;
 pub(crate) use admission::{Handshakes, Slot};
 pub use config::{ALPN_H2, ALPN_HTTP1, CertInfo, TlsBuilder, TlsConfig};
+pub use info::{TlsInfo, TlsVersion};

@@ -30,6 +30,7 @@ use std::future::Future;
 use std::io::{self, IoSlice};
 use std::ops::Range;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -37,6 +38,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 use crate::prefixed;
 use crate::tls::handshake::Established;
+use crate::tls::info::TlsInfo;
 use crate::tls::record::{self, Fatal, MAX_FRAGMENT, Opened, RecordLayer};
 use crate::transport::Transport;
 
@@ -94,8 +96,8 @@ pub(crate) struct TlsStream<I> {
     io: I,
     /// Keys, sequence numbers and the post-handshake rules.
     records: RecordLayer,
-    /// The protocol agreed through ALPN.
-    alpn: Option<Vec<u8>>,
+    /// What the handshake agreed.
+    info: Arc<TlsInfo>,
     /// Plaintext rustls decrypted during the handshake, read first.
     early: Bytes,
     /// Bytes from the socket; when `opened` is not 0 its first `opened`
@@ -131,7 +133,7 @@ impl<I: Transport> TlsStream<I> {
     pub(crate) fn new(io: I, established: Established) -> Self {
         let Established {
             records,
-            alpn,
+            info,
             inbuf,
             early,
             peer_closed,
@@ -145,7 +147,7 @@ impl<I: Transport> TlsStream<I> {
         TlsStream {
             io,
             records,
-            alpn,
+            info,
             early,
             inbuf,
             opened: 0,
@@ -163,7 +165,12 @@ impl<I: Transport> TlsStream<I> {
 
     /// The protocol the handshake agreed through ALPN.
     pub(crate) fn alpn_protocol(&self) -> Option<&[u8]> {
-        self.alpn.as_deref()
+        self.info.alpn()
+    }
+
+    /// What the handshake agreed, for the connection's [`ConnInfo`](crate::ConnInfo).
+    pub(crate) fn info(&self) -> &Arc<TlsInfo> {
+        &self.info
     }
 
     /// Lowers the number of records sealed with one key (tests and the

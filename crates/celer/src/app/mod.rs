@@ -16,11 +16,11 @@ use http::{Extensions, Method};
 
 use crate::extract::DEFAULT_BODY_LIMIT;
 use crate::handler::{BoxHandler, Handler, boxed};
-use crate::request::ConnAddrs;
 use crate::router::{
     ExactIndex, MethodSet, N_STANDARD, Router, Rule, TypeRegistry, UrlError, UrlParams,
     standard_method,
 };
+use crate::serve::ConnInfo;
 
 pub use self::route::RouteBuilder;
 pub use self::scope::{Scope, TrailingSlash};
@@ -64,7 +64,7 @@ pub struct App {
 }
 
 /// The app as one connection serves it: the app and the connection's
-/// addresses. Every request holds it.
+/// facts. Every request holds it.
 ///
 /// One per connection under [`serve`](mod@crate::serve), so the reference count
 /// a request takes and gives back is the connection's own, written by one
@@ -72,8 +72,9 @@ pub struct App {
 /// for every request.
 pub(crate) struct AppConn {
     pub(crate) shared: Arc<Shared>,
-    /// Set once, read by every request of the connection.
-    pub(crate) addrs: ConnAddrs,
+    /// The connection's facts, set once and read by every request of the
+    /// connection; `None` when the app is called without a server of ours.
+    pub(crate) info: Option<ConnInfo>,
 }
 
 /// What requests share: everything built by the `App` methods.
@@ -193,7 +194,7 @@ impl App {
     pub(crate) fn conn(&mut self) -> &Arc<AppConn> {
         let shared = &self.shared;
         self.conn
-            .get_or_insert_with(|| Arc::new(AppConn::new(shared.clone(), ConnAddrs::default())))
+            .get_or_insert_with(|| Arc::new(AppConn::new(shared.clone(), None)))
     }
 
     /// Adds a route for a set of methods.
@@ -712,8 +713,8 @@ impl StaticRoutes {
 // ===== impl AppConn =====
 
 impl AppConn {
-    pub(crate) fn new(shared: Arc<Shared>, addrs: ConnAddrs) -> Self {
-        AppConn { shared, addrs }
+    pub(crate) fn new(shared: Arc<Shared>, info: Option<ConnInfo>) -> Self {
+        AppConn { shared, info }
     }
 }
 

@@ -242,7 +242,7 @@ impl Shared {
     /// innermost step of the app middleware.
     #[inline(never)]
     fn dispatch_and_finish(&self, req: Request) -> Dispatched {
-        let conn = req.conn().clone();
+        let conn = req.app_conn().clone();
         let fut = self.dispatch(req, 0).into_next();
         NextFuture::boxed(Box::pin(async move {
             let shared = &conn.shared;

@@ -289,7 +289,7 @@ impl Next {
 
     /// Runs the rest of the chain with `req`.
     pub fn run(self, req: Request) -> NextFuture {
-        let conn = req.conn().clone();
+        let conn = req.app_conn().clone();
         let shared = &conn.shared;
         match self.pos {
             Pos::App(idx) => shared.run_app(idx, req).into_next(),

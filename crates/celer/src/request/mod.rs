@@ -21,6 +21,7 @@ use crate::extract::rejection::{
 };
 use crate::extract::{FromRequest, read_limited};
 use crate::router::{ParamKind, RawParams, UrlError, UrlParams, decode};
+use crate::serve::ConnInfo;
 use crate::{Body, BoxError};
 
 use self::spare::InnerBox;
@@ -64,12 +65,9 @@ struct Inner {
 /// [`Inner::route`] before routing.
 const NO_ROUTE: u32 = u32::MAX;
 
-/// The addresses of the connection a request arrived on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct ConnAddrs {
-    pub(crate) remote: Option<SocketAddr>,
-    pub(crate) local: Option<SocketAddr>,
-}
+/// The facts of a request that came through no server of ours and carries
+/// no [`ConnInfo`] extension: all unknown.
+static NO_CONN: ConnInfo = ConnInfo::new(None, None);
 
 #[derive(Clone)]
 struct PathParams {
@@ -86,6 +84,8 @@ pub(crate) struct FrontEnd {
     pub(crate) script_name: String,
     pub(crate) remote: Option<SocketAddr>,
     pub(crate) local: Option<SocketAddr>,
+    /// `HTTPS` was on: the client reached the front end over TLS.
+    pub(crate) https: bool,
 }
 
 /// The client's address, when the transport knows it.
@@ -157,7 +157,7 @@ impl Request {
         &*self.inner
     }
 
-    pub(crate) fn conn(&self) -> &Arc<AppConn> {
+    pub(crate) fn app_conn(&self) -> &Arc<AppConn> {
         &self.inner.conn
     }
 
@@ -296,10 +296,11 @@ impl Request {
         }
         self.inner
             .conn
-            .addrs
-            .remote
+            .info
+            .as_ref()
+            .and_then(|info| info.remote)
             .or_else(|| self.extensions().get::<RemoteAddr>().map(|addr| addr.0))
-            .or_else(|| self.extensions().get::<crate::serve::ConnInfo>()?.remote)
+            .or_else(|| self.extensions().get::<ConnInfo>()?.remote)
     }
 
     /// The local address the request came in on, if the server provided it:
@@ -315,10 +316,54 @@ impl Request {
         }
         self.inner
             .conn
-            .addrs
-            .local
+            .info
+            .as_ref()
+            .and_then(|info| info.local)
             .or_else(|| self.extensions().get::<LocalAddr>().map(|addr| addr.0))
-            .or_else(|| self.extensions().get::<crate::serve::ConnInfo>()?.local)
+            .or_else(|| self.extensions().get::<ConnInfo>()?.local)
+    }
+
+    /// The facts of the connection the request arrived on: addresses,
+    /// whether it is TLS, and what the TLS handshake agreed (version, ALPN
+    /// protocol, SNI). The HTTP protocol is [`version`](Request::version).
+    ///
+    /// Under [`serve`](mod@crate::serve) they come from the engine, once
+    /// per connection (no cost per request); requests that came another way
+    /// take them from a [`ConnInfo`] in the extensions, else every fact is
+    /// unknown (`None`, not TLS). Behind a FastCGI or SCGI front end they
+    /// describe the connection from the front end; [`remote_addr`](Request::remote_addr)
+    /// gives the client it reported.
+    ///
+    /// ```
+    /// async fn how(req: celer::Request) -> String {
+    ///     let conn = req.conn();
+    ///     match conn.alpn() {
+    ///         Some(alpn) => format!("TLS, ALPN {}", String::from_utf8_lossy(alpn)),
+    ///         None if conn.is_tls() => "TLS without ALPN".to_owned(),
+    ///         None => format!("cleartext {:?}", req.version()),
+    ///     }
+    /// }
+    /// # let _ = how;
+    /// let req = celer::Request::builder().uri("/").body(()).unwrap();
+    /// assert!(!req.conn().is_tls());
+    /// assert_eq!(req.conn().remote_addr(), None);
+    /// ```
+    pub fn conn(&self) -> &ConnInfo {
+        match &self.inner.conn.info {
+            Some(info) => info,
+            None => self.extensions().get::<ConnInfo>().unwrap_or(&NO_CONN),
+        }
+    }
+
+    /// True when the request reached this server over TLS, or, behind a
+    /// FastCGI or SCGI front end, when the front end reported `HTTPS`.
+    /// (A reverse proxy's `X-Forwarded-Proto` is not believed here: see
+    /// [`SecurityHeaders::trust_forwarded_proto`](crate::security::SecurityHeaders::trust_forwarded_proto).)
+    pub fn is_tls(&self) -> bool {
+        if let Some(front) = self.extensions().get::<FrontEnd>() {
+            return front.https;
+        }
+        self.conn().is_tls()
     }
 
     /// Shared application state installed with [`App::state`](crate::App::state),
@@ -785,7 +830,7 @@ impl RequestBuilder {
         let shared = self
             .shared
             .unwrap_or_else(|| crate::App::new().shared().clone());
-        let conn = Arc::new(AppConn::new(shared, ConnAddrs::default()));
+        let conn = Arc::new(AppConn::new(shared, None));
         Ok(Request::from_http(inner, conn))
     }
 }

@@ -29,13 +29,12 @@
 //! # });
 //! ```
 //!
-//! HSTS needs to know the request came over TLS. The engine does not mark
-//! HTTP/1.1 requests on TLS listeners yet, so the middleware sends it when
-//! the request URI's scheme is `https` (HTTP/2's `:scheme`, absolute-form
-//! targets), when the app declares it is served only over TLS
-//! ([`SecurityHeaders::served_over_tls`]), or, behind a TLS-terminating
-//! proxy the app trusts, on `X-Forwarded-Proto: https`
-//! ([`SecurityHeaders::trust_forwarded_proto`]).
+//! HSTS goes only on answers to requests that came over TLS, as the
+//! engine saw the connection ([`Request::is_tls`]: a TLS listener, or a
+//! FastCGI/SCGI front end reporting `HTTPS`), never on what the request
+//! claims (its URI's scheme or HTTP/2 `:scheme` are the client's words).
+//! Behind a TLS-terminating reverse proxy the app trusts, opt in to
+//! `X-Forwarded-Proto: https` ([`SecurityHeaders::trust_forwarded_proto`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,7 +59,6 @@ pub const DEFAULT_HSTS_MAX_AGE: Duration = Duration::from_secs(365 * 24 * 3600);
 pub struct SecurityHeaders {
     fields: Vec<(HeaderName, HeaderValue)>,
     hsts: Option<HeaderValue>,
-    tls: bool,
     forwarded_proto: bool,
 }
 
@@ -98,7 +96,6 @@ impl SecurityHeaders {
                 ),
             ],
             hsts: Some(hsts_value(DEFAULT_HSTS_MAX_AGE, true, false)),
-            tls: false,
             forwarded_proto: false,
         }
     }
@@ -152,15 +149,9 @@ impl SecurityHeaders {
         self
     }
 
-    /// Declares every request reaches the app over TLS, so HSTS goes on
-    /// every answer.
-    pub fn served_over_tls(mut self, yes: bool) -> SecurityHeaders {
-        self.tls = yes;
-        self
-    }
-
-    /// Takes `X-Forwarded-Proto: https` as TLS: only behind a proxy that
-    /// sets that field itself.
+    /// Also takes `X-Forwarded-Proto: https` as TLS: only behind a reverse
+    /// proxy that terminates TLS and sets that field itself (a client can
+    /// send any field). Default is false.
     pub fn trust_forwarded_proto(mut self, yes: bool) -> SecurityHeaders {
         self.forwarded_proto = yes;
         self
@@ -176,8 +167,7 @@ impl SecurityHeaders {
     }
 
     fn over_tls(&self, req: &Request) -> bool {
-        self.tls
-            || req.uri().scheme_str() == Some("https")
+        req.is_tls()
             || (self.forwarded_proto
                 && req
                     .headers()
