@@ -91,9 +91,9 @@ pub struct Config {
 impl Config {
     /// A fresh random cookie key, cookies not `Secure` (plain HTTP on
     /// loopback).
-    pub fn random() -> Result<Config, Error> {
+    pub fn random() -> Result<Config, Box<dyn std::error::Error>> {
         let mut key = [0u8; 32];
-        getrandom::fill(&mut key).map_err(|e| Error::internal(e.to_string()))?;
+        getrandom::fill(&mut key).map_err(|e| format!("no random key: {e}"))?;
         Ok(Config {
             cookie_keys: vec![key],
             secure_cookies: false,
@@ -127,7 +127,12 @@ fn theme(req: &Request, keys: &SigningKeys) -> &'static str {
 }
 
 /// The page: the messages, and the sign-in form or the posting form.
-async fn page(req: Request, session: &Session, error: Option<&str>, status: StatusCode) -> Result<Response, Error> {
+async fn page(
+    req: Request,
+    session: &Session,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Result<Response, Error> {
     let user: Option<String> = session.get("user").await?;
     let token = celer::csrf::token(&req).await?;
     let keys = req.state::<SigningKeys>()?;
@@ -214,7 +219,13 @@ async fn post(mut req: Request) -> Result<Response, Error> {
     let text = new.text.trim();
     if text.is_empty() || text.chars().count() > MAX_POST_CHARS {
         let message = format!("A message has 1 to {MAX_POST_CHARS} characters.");
-        return page(req, &session, Some(&message), StatusCode::UNPROCESSABLE_ENTITY).await;
+        return page(
+            req,
+            &session,
+            Some(&message),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
     }
     let book = req.state::<Book>()?;
     let id = book.last_id.fetch_add(1, Ordering::Relaxed) + 1;
@@ -284,4 +295,3 @@ pub fn app(config: Config) -> Result<App, Box<dyn std::error::Error>> {
     app.post("/theme", set_theme);
     Ok(app)
 }
-
