@@ -61,6 +61,7 @@ const TEMPLATES: &[(&str, &str)] = &[
 ];
 
 const STYLE: &str = include_str!("../static/style.css");
+const ICON: &str = include_str!("../static/favicon.svg");
 
 /// A message in the guestbook.
 #[derive(Clone, Debug, Serialize)]
@@ -258,13 +259,22 @@ async fn set_theme(mut req: Request) -> Result<(CookieJar, Redirect), Error> {
     Ok((jar, Redirect::see_other("/")))
 }
 
-async fn style(_req: Request) -> Response {
-    let mut res = STYLE.into_response();
+/// An embedded file with its type.
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut res = body.into_response();
     res.headers_mut().insert(
         celer::http::header::CONTENT_TYPE,
-        celer::http::HeaderValue::from_static("text/css; charset=utf-8"),
+        celer::http::HeaderValue::from_static(content_type),
     );
     res
+}
+
+async fn style(_req: Request) -> Response {
+    asset(STYLE, "text/css; charset=utf-8")
+}
+
+async fn icon(_req: Request) -> Response {
+    asset(ICON, "image/svg+xml")
 }
 
 /// The guestbook app.
@@ -284,6 +294,7 @@ pub fn app(config: Config) -> Result<App, Box<dyn std::error::Error>> {
     app.middleware(celer::csrf::Csrf::new().layer());
     app.get("/", index);
     app.get("/style.css", style);
+    app.get("/favicon.svg", icon);
     app.post("/login", login);
     app.post("/logout", logout);
     let limit = RateLimit::new(
