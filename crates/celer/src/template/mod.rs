@@ -115,9 +115,9 @@ impl TemplateError {
         }
     }
 
-    fn from_minijinja(err: minijinja::Error, fallback: &str) -> Self {
+    fn from_minijinja(err: &minijinja::Error, fallback: &str) -> Self {
         let mut message = err.to_string();
-        let mut source = std::error::Error::source(&err);
+        let mut source = std::error::Error::source(err);
         while let Some(s) = source {
             message.push_str(": ");
             message.push_str(&s.to_string());
@@ -348,7 +348,7 @@ fn compile(
     let mut env = new_env(configure);
     for (name, src) in templates {
         env.add_template_owned(name.clone(), src.clone())
-            .map_err(|e| TemplateError::from_minijinja(e, name))?;
+            .map_err(|e| TemplateError::from_minijinja(&e, name))?;
     }
     Ok(env)
 }
@@ -607,10 +607,10 @@ impl Templates {
         let env = self.env();
         let template = env
             .get_template(name)
-            .map_err(|e| TemplateError::from_minijinja(e, name))?;
+            .map_err(|e| TemplateError::from_minijinja(&e, name))?;
         template
             .render(Value::from_serialize(&ctx))
-            .map_err(|e| TemplateError::from_minijinja(e, name))
+            .map_err(|e| TemplateError::from_minijinja(&e, name))
     }
 
     /// Renders `name` with `ctx` into a response whose `Content-Type`
