@@ -67,6 +67,8 @@
 //! | [`MAX_TEMPLATE_BYTES`] | 4 MiB per file | [`TemplateError`] when loading |
 //! | [`MAX_DEPTH`] | 16 levels of subdirectories | deeper ones are not read; [`TemplateError`] |
 //!
+//! [`filter`] has middleware that transforms whole response bodies.
+//!
 //! Why minijinja: `docs/decisions/127-templates.md`.
 
 use std::fmt;
@@ -82,6 +84,8 @@ use crate::response::{IntoResponse, Response};
 use crate::{Body, Error};
 
 pub use minijinja;
+
+pub mod filter;
 
 /// Most template files read from a directory.
 pub const MAX_TEMPLATES: usize = 10_000;

@@ -245,3 +245,93 @@ async fn a_directory_reloads_on_change_when_asked() {
     served.stop().await;
     fixed_served.stop().await;
 }
+
+mod body_filter {
+    use celer::Body;
+    use celer::http::header;
+    use celer::response::{Html, IntoResponse};
+    use celer::template::filter::BodyFilter;
+    use celer::{App, Request};
+    use futures_util::stream;
+
+    use crate::wire::{Served, curl};
+
+    fn app(max: usize) -> App {
+        let filter = BodyFilter::new(&["text/html"], |body| {
+            let page = String::from_utf8_lossy(&body);
+            page.replace("world", "filtered world").into()
+        })
+        .max_bytes(max);
+        let mut app = App::new();
+        app.middleware(filter.into_middleware());
+        app.get("/page", |_req: Request| async {
+            let mut res = Html("hello world").into_response();
+            res.headers_mut()
+                .insert(header::ETAG, "\"v1\"".parse().unwrap());
+            res
+        });
+        app.get("/streamed", |_req: Request| async {
+            let chunks = (0..4).map(|i| Ok::<_, std::io::Error>(format!("world {i};")));
+            let mut res = Body::from_stream(stream::iter(chunks)).into_response();
+            res.headers_mut().insert(
+                header::CONTENT_TYPE,
+                "TEXT/HTML; charset=utf-8".parse().unwrap(),
+            );
+            res
+        });
+        app.get("/big", |_req: Request| async { Html("world ".repeat(100)) });
+        app.get("/big-streamed", |_req: Request| async {
+            let chunks = (0..100).map(|_| Ok::<_, std::io::Error>("world "));
+            let mut res = Body::from_stream(stream::iter(chunks)).into_response();
+            res.headers_mut()
+                .insert(header::CONTENT_TYPE, "text/html".parse().unwrap());
+            res
+        });
+        app.get("/text", |_req: Request| async { "hello world" });
+        app.get("/encoded", |_req: Request| async {
+            let mut res = Html("hello world").into_response();
+            res.headers_mut()
+                .insert(header::CONTENT_ENCODING, "identity".parse().unwrap());
+            res
+        });
+        app
+    }
+
+    #[tokio::test]
+    async fn html_bodies_are_transformed_others_pass() {
+        let served = Served::start(app(256)).await;
+        let out = curl(&["-s", "-i", &served.url("/page")]).await;
+        assert!(out.ends_with("\r\n\r\nhello filtered world"), "{out}");
+        let lower = out.to_ascii_lowercase();
+        assert!(lower.contains("content-length: 20\r\n"), "{out}");
+        assert!(!lower.contains("etag"), "the old validator goes: {out}");
+        assert_eq!(
+            curl(&["-s", &served.url("/streamed")]).await,
+            "filtered world 0;filtered world 1;filtered world 2;filtered world 3;"
+        );
+        assert_eq!(curl(&["-s", &served.url("/text")]).await, "hello world");
+        assert_eq!(curl(&["-s", &served.url("/encoded")]).await, "hello world");
+        // HEAD: no body to filter, the GET's fields as they were.
+        let out = curl(&["-s", "-I", &served.url("/page")]).await;
+        assert!(out.to_ascii_lowercase().contains("etag: \"v1\""), "{out}");
+        served.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_a_500() {
+        let served = Served::start(app(256)).await;
+        for path in ["/big", "/big-streamed"] {
+            let out = curl(&["-s", "-w", "\n%{http_code}", &served.url(path)]).await;
+            assert!(out.ends_with("\n500"), "{path}: {out}");
+            assert!(!out.contains("world"), "{path}: {out}");
+        }
+        served.stop().await;
+        // At the limit exactly: filtered.
+        let served = Served::start(app(600)).await;
+        let out = curl(&["-s", &served.url("/big")]).await;
+        assert_eq!(out, "filtered world ".repeat(100));
+        let out = curl(&["-s", &served.url("/big-streamed")]).await;
+        assert_eq!(out, "filtered world ".repeat(100));
+        served.stop().await;
+    }
+}
