@@ -6,7 +6,8 @@
 
 Builds the debug `celer` first (`cargo build -p celer-cli`; a no-op when it is
 up to date) unless CELER_BIN names a binary, and the debug `example-chat`
-(in examples/) unless EXAMPLE_CHAT_BIN names one. Exits 0 when every test passed,
+and `example-guestbook` (in examples/) unless EXAMPLE_CHAT_BIN and
+EXAMPLE_GUESTBOOK_BIN name them. Exits 0 when every test passed,
 1 when one failed, 2 when what the tests need is missing. The whole run is
 bounded by RUN_TIMEOUT: past it every server and browser is killed and the
 run fails.
@@ -56,12 +57,15 @@ def main():
             print("browser tests: `cargo build -p celer-cli` failed", file=sys.stderr)
             return 2
     harness.celer()  # fails clearly when the binary is not there
-    # test_chat.py serves examples/chat, built in the examples workspace.
-    if not os.environ.get("EXAMPLE_CHAT_BIN"):
+    # test_chat.py serves examples/chat, test_guestbook.py examples/guestbook,
+    # built in the examples workspace.
+    for package, variable in (("example-chat", "EXAMPLE_CHAT_BIN"), ("example-guestbook", "EXAMPLE_GUESTBOOK_BIN")):
+        if os.environ.get(variable):
+            continue
         cargo = shutil.which("cargo")
         examples = os.path.join(harness.ROOT, "examples")
-        if cargo is None or subprocess.run([cargo, "build", "-q", "-p", "example-chat"], cwd=examples).returncode:
-            print("browser tests: `cargo build -p example-chat` in examples/ failed", file=sys.stderr)
+        if cargo is None or subprocess.run([cargo, "build", "-q", "-p", package], cwd=examples).returncode:
+            print(f"browser tests: `cargo build -p {package}` in examples/ failed", file=sys.stderr)
             return 2
 
     def watchdog():

@@ -229,6 +229,8 @@ pub mod security;
 pub mod serve;
 pub mod session;
 pub mod sse;
+#[cfg(feature = "templates")]
+pub mod template;
 pub mod test;
 pub mod ws;
 

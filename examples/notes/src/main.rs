@@ -1,15 +1,16 @@
-//! Serves the notes API: `example-notes [--listen tcp://127.0.0.1:8080]`.
+//! Serves the notes API with the standard server flags
+//! (`example-notes --help` lists them): `example-notes --listen tcp://127.0.0.1:8080`.
 //! Ctrl-C or SIGTERM shut it down gracefully.
 
-use celer::serve::Listen;
+use std::process::ExitCode;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> ExitCode {
     tracing_subscriber::fmt::init();
-    let args: Vec<String> = std::env::args().collect();
-    let listen: Listen = match args.iter().position(|a| a == "--listen") {
-        Some(at) => args.get(at + 1).ok_or("--listen needs a value")?.parse()?,
-        None => "tcp://127.0.0.1:8080".parse()?,
-    };
-    let app = example_notes::app(concat!(env!("CARGO_MANIFEST_DIR"), "/static"))?;
-    Ok(celer::serve(listen, app)?)
+    match example_notes::app(concat!(env!("CARGO_MANIFEST_DIR"), "/static")) {
+        Ok(app) => celer::serve_from_args(app),
+        Err(err) => {
+            eprintln!("example-notes: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -2,7 +2,7 @@
 // `Send`.
 //~ expect: is not a celer handler
 //~ expect: whose future is `Send` (no `MutexGuard` or `Rc` held across an `.await`)
-//~ expect: std::sync::MutexGuard<'_, Vec<String>>
+//~ expect: has type `std::sync::MutexGuard<'_, Vec<
 
 static NOTES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 

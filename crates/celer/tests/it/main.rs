@@ -32,6 +32,7 @@ mod silent;
 mod sse;
 mod status_order;
 mod support;
+mod templates;
 mod url_for;
 mod wire;
 mod ws;
