@@ -8,11 +8,23 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// Writes a fresh self-signed certificate for `localhost` and its key as
+/// `cert.pem` and `key.pem` in `dir`, and returns their paths.
+pub fn localhost_cert(dir: &Path) -> (PathBuf, PathBuf) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .expect("a self-signed certificate");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).expect("cert.pem written");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key.pem written");
+    (cert, key)
+}
 
 /// Upper bound for any single wait in a test; reaching it fails the test
 /// instead of hanging it.

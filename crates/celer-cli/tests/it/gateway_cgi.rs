@@ -166,10 +166,9 @@ fn same(who: &str, direct: &[Reply], theirs: &[Reply]) {
     }
 }
 
-#[test]
-fn celer_serve_answers_as_a_cgi_script_and_a_fastcgi_responder() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = site(dir.path());
+/// `celer serve` on `root` over HTTP, and its answers to [`CASES`]: what
+/// every gateway must reproduce.
+fn served_directly(root: &Path) -> (Celer, Vec<Reply>) {
     let direct = Celer::serve(&[
         "--root",
         root.to_str().unwrap(),
@@ -181,6 +180,14 @@ fn celer_serve_answers_as_a_cgi_script_and_a_fastcgi_responder() {
     assert_eq!(expected[3].status, 404);
     assert_eq!(expected[4].status, 405);
     assert_eq!(expected[5].status, 206);
+    (direct, expected)
+}
+
+#[test]
+fn celer_serve_answers_as_a_cgi_script_and_a_fastcgi_responder() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = site(dir.path());
+    let (direct, expected) = served_directly(&root);
 
     // CGI: lighttpd runs a script that execs `celer serve` for each request.
     let cgi_root = dir.path().join("cgi");
@@ -245,16 +252,7 @@ fn celer_serve_answers_as_a_cgi_script_under_apache() {
         std::fs::copy(CELER, &celer).unwrap();
     }
     std::fs::set_permissions(&celer, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let direct = Celer::serve(&[
-        "--root",
-        root.to_str().unwrap(),
-        "--listen",
-        "tcp://127.0.0.1:0",
-    ]);
-    let expected = ask(&direct.url());
-    assert_eq!(expected[0].text(), "hello from the site\n");
-    assert_eq!(expected[4].status, 405);
-    assert_eq!(expected[5].status, 206);
+    let (direct, expected) = served_directly(&root);
 
     let script = dir.path().join("app.cgi");
     std::fs::write(

@@ -475,6 +475,26 @@ fn netstring(vars: &[(&str, &str)]) -> Vec<u8> {
     .concat()
 }
 
+/// Sends one SCGI `GET path` on a new connection and reads the answer to
+/// the close.
+async fn scgi_get(addr: std::net::SocketAddr, path: &str) -> Vec<u8> {
+    let mut io = TcpStream::connect(addr).await.unwrap();
+    io.write_all(&netstring(&[
+        ("CONTENT_LENGTH", "0"),
+        ("SCGI", "1"),
+        ("REQUEST_METHOD", "GET"),
+        ("REQUEST_URI", path),
+    ]))
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, io.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    out
+}
+
 #[tokio::test]
 async fn scgi_streams_the_body_and_answers_with_a_status_head() {
     let server = start_on("scgi+tcp://127.0.0.1:0", Limits::default()).await;
@@ -684,20 +704,7 @@ async fn one_server_serves_http_fastcgi_and_scgi_at_once() {
         b"Hello, World!"
     );
 
-    let mut io = TcpStream::connect(scgi).await.unwrap();
-    io.write_all(&netstring(&[
-        ("CONTENT_LENGTH", "0"),
-        ("SCGI", "1"),
-        ("REQUEST_METHOD", "GET"),
-        ("REQUEST_URI", "/hello"),
-    ]))
-    .await
-    .unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(WAIT, io.read_to_end(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
+    let out = scgi_get(scgi, "/hello").await;
     assert_eq!(split_response(&out).1, b"Hello, World!");
 
     shutdown.trigger();
@@ -816,21 +823,7 @@ async fn shutdown_closes_idle_fastcgi_and_scgi_connections() {
     io.write_all(&wire[..wire.len() / 2]).await.unwrap();
     // Wait until the server has accepted it: a second connection's full
     // request is answered after it.
-    let mut probe = TcpStream::connect(server.addr).await.unwrap();
-    probe
-        .write_all(&netstring(&[
-            ("CONTENT_LENGTH", "0"),
-            ("SCGI", "1"),
-            ("REQUEST_METHOD", "GET"),
-            ("REQUEST_URI", "/hello"),
-        ]))
-        .await
-        .unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(WAIT, probe.read_to_end(&mut out))
-        .await
-        .unwrap()
-        .unwrap();
+    let out = scgi_get(server.addr, "/hello").await;
     assert!(out.starts_with(b"Status: 200 OK"));
     server.shutdown.trigger();
     let mut out = Vec::new();

@@ -87,10 +87,7 @@ const TLS_CLOSE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/tls_close
 /// timeout, and the directory holding its PEM files.
 pub(crate) async fn start_tls() -> (crate::support::TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    std::fs::write(&cert, certified.cert.pem()).unwrap();
-    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let (cert, key) = celer_test_support::localhost_cert(dir.path());
     let tls = TlsConfig::builder()
         .cert_files(&cert, &key)
         .build()

@@ -33,10 +33,7 @@ async fn facts(req: Request) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_facts_should_reach_handlers_and_layers_on_every_protocol() {
     let dir = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    std::fs::write(&cert, certified.cert.pem()).unwrap();
-    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let (cert, key) = celer_test_support::localhost_cert(dir.path());
     let tls = TlsConfig::builder()
         .cert_files(&cert, &key)
         .build()

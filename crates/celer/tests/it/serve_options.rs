@@ -77,10 +77,7 @@ fn flags_should_parse_in_both_spellings_and_leave_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_bound_from_options_should_serve_plain_and_tls_listeners() {
     let dir = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    std::fs::write(&cert, certified.cert.pem()).unwrap();
-    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let (cert, key) = celer_test_support::localhost_cert(dir.path());
     let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
 
     let mut app = App::new();

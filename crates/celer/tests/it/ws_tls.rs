@@ -62,10 +62,7 @@ async fn echo(mut ws: WebSocket) {
 #[tokio::test]
 async fn the_python_websockets_client_talks_over_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    std::fs::write(&cert, certified.cert.pem()).unwrap();
-    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let (cert, key) = celer_test_support::localhost_cert(dir.path());
     let tls = TlsConfig::builder()
         .cert_files(&cert, &key)
         .build()
