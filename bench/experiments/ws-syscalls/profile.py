@@ -27,12 +27,12 @@ KEYS = [
 def main(path):
     rows = {}
     for line in open(path):
-        m = re.match(r"\s*([\d.]+)%\s+([\d.]+)%\s+\S+\s+\[([k.])\]\s+(\S+)", line)
+        m = re.match(r"\s*([\d.]+)%\s+([\d.]+)%\s+\[([k.])\]\s+(\S+)", line)
         if m:
             rows[m.group(4)] = (float(m.group(1)), float(m.group(2)), m.group(3))
     user_self = 0.0
     for line in open(path):
-        m = re.match(r"\s*([\d.]+)%\s+([\d.]+)%\s+\S+\s+\[\.\]\s+(\S+)", line)
+        m = re.match(r"\s*([\d.]+)%\s+([\d.]+)%\s+\[\.\]\s+(\S+)", line)
         if m:
             user_self += float(m.group(2))
     print(f"{'function':<26} {'incl %':>7}  meaning")
