@@ -28,14 +28,21 @@ struct Conn {
 impl Conn {
     /// Takes received bytes; for each whole client frame, unmasks it into
     /// the next reply buffer and calls `reply` with it (RFC 6455 §5.2, §5.3).
-    fn on_bytes(&mut self, data: &[u8], mut reply: impl FnMut(&[u8; SERVER_FRAME]) -> io::Result<()>) -> io::Result<u64> {
+    fn on_bytes(
+        &mut self,
+        data: &[u8],
+        mut reply: impl FnMut(&[u8; SERVER_FRAME]) -> io::Result<()>,
+    ) -> io::Result<u64> {
         self.inbuf.extend_from_slice(data);
         let mut done = 0;
         let mut at = 0;
         while self.inbuf.len() - at >= CLIENT_FRAME {
             let f = &self.inbuf[at..at + CLIENT_FRAME];
             if f[0] != 0x81 || f[1] != 0x80 | 64 {
-                return Err(io::Error::other(format!("unexpected frame header {:02x} {:02x}", f[0], f[1])));
+                return Err(io::Error::other(format!(
+                    "unexpected frame header {:02x} {:02x}",
+                    f[0], f[1]
+                )));
             }
             let o = &mut self.out[self.flip];
             self.flip ^= 1;
@@ -56,12 +63,22 @@ impl Conn {
 /// A phase with edge-triggered epoll, one recv per event, one send per reply.
 fn phase_epoll(fds: &[RawFd], conns: &mut [Conn], ctrl: RawFd) -> io::Result<u64> {
     // SAFETY: creating an epoll instance, closed at the end.
-    let ep = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as isize, "epoll_create1")? as i32;
+    let ep = check(
+        unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as isize,
+        "epoll_create1",
+    )? as i32;
     let add = |fd: RawFd, data: u64, et: bool| -> io::Result<()> {
         let flags = libc::EPOLLIN | if et { libc::EPOLLET } else { 0 };
-        let mut ev = libc::epoll_event { events: flags as u32, u64: data };
+        let mut ev = libc::epoll_event {
+            events: flags as u32,
+            u64: data,
+        };
         // SAFETY: registering a descriptor we own.
-        check(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } as isize, "epoll_ctl").map(drop)
+        check(
+            unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } as isize,
+            "epoll_ctl",
+        )
+        .map(drop)
     };
     for (i, &fd) in fds.iter().enumerate() {
         add(fd, i as u64, true)?;
@@ -128,7 +145,12 @@ fn phase_uring(fds: &[RawFd], conns: &mut [Conn], ctrl: RawFd, o: RingOpts) -> i
     for i in 0..fds.len() {
         ring::push(&mut ring, &recv(i))?;
     }
-    ring::push(&mut ring, &opcode::PollAdd::new(types::Fd(ctrl), libc::POLLIN as u32).build().user_data(CTRL))?;
+    ring::push(
+        &mut ring,
+        &opcode::PollAdd::new(types::Fd(ctrl), libc::POLLIN as u32)
+            .build()
+            .user_data(CTRL),
+    )?;
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(4096);
     let mut msgs = 0;
     let mut stop = false;
@@ -139,7 +161,10 @@ fn phase_uring(fds: &[RawFd], conns: &mut [Conn], ctrl: RawFd, o: RingOpts) -> i
             Err(e) => return Err(e),
         }
         cqes.clear();
-        cqes.extend(ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+        cqes.extend(
+            ring.completion()
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
         for &(ud, res, flags) in &cqes {
             let i = (ud & 0xffff_ffff) as usize;
             match ud & !0xffff_ffff {
@@ -165,7 +190,12 @@ fn phase_uring(fds: &[RawFd], conns: &mut [Conn], ctrl: RawFd, o: RingOpts) -> i
                         } else {
                             opcode::Send::new(types::Fd(fd), p, SERVER_FRAME as u32)
                         };
-                        ring::push(&mut ring, &e.flags(libc::MSG_NOSIGNAL).build().user_data(SEND | i as u64))?;
+                        ring::push(
+                            &mut ring,
+                            &e.flags(libc::MSG_NOSIGNAL)
+                                .build()
+                                .user_data(SEND | i as u64),
+                        )?;
                     }
                     if !cqueue::more(flags) {
                         ring::push(&mut ring, &recv(i))?;
@@ -205,7 +235,10 @@ pub fn run(a: &Args) -> io::Result<()> {
 
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let port = listener.local_addr()?.port();
-    let mut child = util::spawn_pinned(&client_cpu, &["echo-client".into(), port.to_string(), c.to_string()])?;
+    let mut child = util::spawn_pinned(
+        &client_cpu,
+        &["echo-client".into(), port.to_string(), c.to_string()],
+    )?;
     let mut fds = Vec::with_capacity(c);
     for _ in 0..c {
         let fd = listener.accept()?.0.into_raw_fd();
@@ -216,8 +249,13 @@ pub fn run(a: &Args) -> io::Result<()> {
     let mut to = child.stdin.take().unwrap();
     let ctrl = from.as_raw_fd();
     util::get_u64s(&mut from, 1)?;
-    let mut conns: Vec<Conn> =
-        (0..c).map(|_| Conn { inbuf: Vec::with_capacity(256), out: [[0; SERVER_FRAME]; 2], flip: 0 }).collect();
+    let mut conns: Vec<Conn> = (0..c)
+        .map(|_| Conn {
+            inbuf: Vec::with_capacity(256),
+            out: [[0; SERVER_FRAME]; 2],
+            flip: 0,
+        })
+        .collect();
 
     let mut rows = Vec::new();
     let mut perf = None;
@@ -234,14 +272,35 @@ pub fn run(a: &Args) -> io::Result<()> {
             util::put_u64s(&mut to, &[ms])?;
             let msgs = match v.as_str() {
                 "epoll" => phase_epoll(&fds, &mut conns, ctrl)?,
-                "uring" => phase_uring(&fds, &mut conns, ctrl, RingOpts { defer: true, fixed: false, sqpoll_cpu: None })?,
-                _ => phase_uring(&fds, &mut conns, ctrl, RingOpts { defer: true, fixed: true, sqpoll_cpu: None })?,
+                "uring" => phase_uring(
+                    &fds,
+                    &mut conns,
+                    ctrl,
+                    RingOpts {
+                        defer: true,
+                        fixed: false,
+                        sqpoll_cpu: None,
+                    },
+                )?,
+                _ => phase_uring(
+                    &fds,
+                    &mut conns,
+                    ctrl,
+                    RingOpts {
+                        defer: true,
+                        fixed: true,
+                        sqpoll_cpu: None,
+                    },
+                )?,
             };
             let u1 = Usage::now(libc::RUSAGE_SELF);
             let t1 = mono_ns();
             let rec = util::get_u64s(&mut from, 3)?; // [echoes, client cpu, client nivcsw]
             if rec[0] != msgs {
-                return Err(io::Error::other(format!("{v}: server answered {msgs}, client got {}", rec[0])));
+                return Err(io::Error::other(format!(
+                    "{v}: server answered {msgs}, client got {}",
+                    rec[0]
+                )));
             }
             if rep > 0 {
                 rows.push(Row {
@@ -275,7 +334,15 @@ fn report(a: &Args, c: usize, variants: &[String], rows: &[Row]) -> io::Result<(
             writeln!(
                 w,
                 "{},{},{},{},{},{},{},{},{}",
-                r.variant, r.rep, r.cpu.user_ns, r.cpu.sys_ns, r.cpu.nivcsw, r.wall_ns, r.msgs, r.client_cpu_ns, r.client_nivcsw
+                r.variant,
+                r.rep,
+                r.cpu.user_ns,
+                r.cpu.sys_ns,
+                r.cpu.nivcsw,
+                r.wall_ns,
+                r.msgs,
+                r.client_cpu_ns,
+                r.client_nivcsw
             )?;
         }
     }
@@ -289,7 +356,13 @@ fn report(a: &Args, c: usize, variants: &[String], rows: &[Row]) -> io::Result<(
         "variant", "server us/msg", "sys %", "phases", "msg/s", "client us/msg", "CPU x", "msg/s x"
     );
     let col = |v: &str, f: &dyn Fn(&Row) -> f64| {
-        med_p90(&rows.iter().filter(|r| r.variant == v).map(f).collect::<Vec<_>>())
+        med_p90(
+            &rows
+                .iter()
+                .filter(|r| r.variant == v)
+                .map(f)
+                .collect::<Vec<_>>(),
+        )
     };
     let rate = |r: &Row| r.msgs as f64 * 1e9 / r.wall_ns as f64;
     let cpu0 = col(&variants[0], &|r| per(r.cpu.cpu_ns(), r)).0;
@@ -301,8 +374,18 @@ fn report(a: &Args, c: usize, variants: &[String], rows: &[Row]) -> io::Result<(
             v,
             cpu.0,
             cpu.1,
-            100.0 * rows.iter().filter(|r| &r.variant == v).map(|r| r.cpu.sys_ns).sum::<u64>() as f64
-                / rows.iter().filter(|r| &r.variant == v).map(|r| r.cpu.cpu_ns()).sum::<u64>().max(1) as f64,
+            100.0
+                * rows
+                    .iter()
+                    .filter(|r| &r.variant == v)
+                    .map(|r| r.cpu.sys_ns)
+                    .sum::<u64>() as f64
+                / rows
+                    .iter()
+                    .filter(|r| &r.variant == v)
+                    .map(|r| r.cpu.cpu_ns())
+                    .sum::<u64>()
+                    .max(1) as f64,
             rows.iter().filter(|r| &r.variant == v).count(),
             col(v, &rate).0,
             col(v, &|r| per(r.client_cpu_ns, r)).0,
@@ -310,7 +393,10 @@ fn report(a: &Args, c: usize, variants: &[String], rows: &[Row]) -> io::Result<(
             col(v, &rate).0 / rate0,
         );
     }
-    let disturbed = rows.iter().filter(|r| r.cpu.nivcsw > 0 || r.client_nivcsw > 0).count();
+    let disturbed = rows
+        .iter()
+        .filter(|r| r.cpu.nivcsw > 0 || r.client_nivcsw > 0)
+        .count();
     println!("(median (p90); sys %: of the summed CPU, tick-sampled split; x: median against {}; {disturbed} of {} phases saw an involuntary switch)", variants[0], rows.len());
     Ok(())
 }
@@ -321,14 +407,23 @@ fn report(a: &Args, c: usize, variants: &[String], rows: &[Row]) -> io::Result<(
 /// switches]. A length of 0 ends it.
 pub fn client(port: u16, c: usize) -> io::Result<()> {
     // SAFETY: creating an epoll instance.
-    let ep = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as isize, "epoll_create1")? as i32;
+    let ep = check(
+        unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as isize,
+        "epoll_create1",
+    )? as i32;
     let mut fds = Vec::with_capacity(c);
     for i in 0..c {
         let fd = TcpStream::connect(("127.0.0.1", port))?.into_raw_fd();
         prepare_socket(fd)?;
-        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLET) as u32, u64: i as u64 };
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: i as u64,
+        };
         // SAFETY: registering a descriptor we own.
-        check(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } as isize, "epoll_ctl")?;
+        check(
+            unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } as isize,
+            "epoll_ctl",
+        )?;
         fds.push(fd);
     }
     let mut out = io::stdout().lock();

@@ -11,7 +11,13 @@ use std::net::{TcpListener, TcpStream};
 use std::os::fd::{IntoRawFd, RawFd};
 
 /// The variants, in the order of the summary.
-pub const VARIANTS: &[&str] = &["send", "uring-b256", "uring-b1024-fixed", "uring-all-fixed", "uring-sqpoll"];
+pub const VARIANTS: &[&str] = &[
+    "send",
+    "uring-b256",
+    "uring-b1024-fixed",
+    "uring-all-fixed",
+    "uring-sqpoll",
+];
 
 /// A server-to-client text frame: FIN + text, 7-bit length 100, payload.
 fn frame() -> Vec<u8> {
@@ -25,7 +31,12 @@ enum Sender {
     /// `send(2)` per socket.
     Plain,
     /// Send SQEs, submitted `batch` at a time.
-    Uring { ring: IoUring, batch: usize, fixed: bool, sqpoll: bool },
+    Uring {
+        ring: Box<IoUring>,
+        batch: usize,
+        fixed: bool,
+        sqpoll: bool,
+    },
 }
 
 impl Sender {
@@ -34,16 +45,36 @@ impl Sender {
         let sq = (n.next_power_of_two() as u32).clamp(1024, 32768);
         let mk = |o: RingOpts, batch: usize| -> io::Result<Sender> {
             let ring = ring::build(o, sq, sq * 2, fds)?;
-            Ok(Sender::Uring { ring, batch, fixed: o.fixed, sqpoll: o.sqpoll_cpu.is_some() })
+            Ok(Sender::Uring {
+                ring: Box::new(ring),
+                batch,
+                fixed: o.fixed,
+                sqpoll: o.sqpoll_cpu.is_some(),
+            })
         };
-        let plain = RingOpts { defer: false, fixed: false, sqpoll_cpu: None };
-        let tuned = RingOpts { defer: true, fixed: true, sqpoll_cpu: None };
+        let plain = RingOpts {
+            defer: false,
+            fixed: false,
+            sqpoll_cpu: None,
+        };
+        let tuned = RingOpts {
+            defer: true,
+            fixed: true,
+            sqpoll_cpu: None,
+        };
         match name {
             "send" => Ok(Sender::Plain),
             "uring-b256" => mk(plain, 256),
             "uring-b1024-fixed" => mk(tuned, 1024),
             "uring-all-fixed" => mk(tuned, n),
-            "uring-sqpoll" => mk(RingOpts { defer: false, fixed: true, sqpoll_cpu: Some(sender_cpu) }, 1024),
+            "uring-sqpoll" => mk(
+                RingOpts {
+                    defer: false,
+                    fixed: true,
+                    sqpoll_cpu: Some(sender_cpu),
+                },
+                1024,
+            ),
             _ => unreachable!("checked by Args::variants"),
         }
     }
@@ -54,7 +85,8 @@ impl Sender {
             Sender::Plain => {
                 for &fd in fds {
                     // SAFETY: `f` is valid for its length.
-                    let r = unsafe { libc::send(fd, f.as_ptr().cast(), f.len(), libc::MSG_NOSIGNAL) };
+                    let r =
+                        unsafe { libc::send(fd, f.as_ptr().cast(), f.len(), libc::MSG_NOSIGNAL) };
                     if r != f.len() as isize {
                         check(r, "send")?;
                         return Err(io::Error::other(format!("short send: {r} of {}", f.len())));
@@ -62,15 +94,20 @@ impl Sender {
                 }
                 Ok(())
             }
-            Sender::Uring { ring, batch, fixed, sqpoll } => {
+            Sender::Uring {
+                ring,
+                batch,
+                fixed,
+                sqpoll,
+            } => {
                 let (n, mut next, mut inflight) = (fds.len(), 0usize, 0usize);
                 while next < n || inflight > 0 {
                     let chunk = (n - next).min(*batch);
-                    for i in next..next + chunk {
+                    for (i, &fd) in fds.iter().enumerate().skip(next).take(chunk) {
                         let e = if *fixed {
                             opcode::Send::new(types::Fixed(i as u32), f.as_ptr(), f.len() as u32)
                         } else {
-                            opcode::Send::new(types::Fd(fds[i]), f.as_ptr(), f.len() as u32)
+                            opcode::Send::new(types::Fd(fd), f.as_ptr(), f.len() as u32)
                         }
                         .flags(libc::MSG_NOSIGNAL)
                         .build()
@@ -127,10 +164,15 @@ pub fn run(a: &Args) -> io::Result<()> {
 
     let listener = TcpListener::bind("127.0.0.1:0")?;
     // SAFETY: raising the backlog of our own listening socket.
-    check(unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 4096) } as isize, "listen")?;
+    check(
+        unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 4096) } as isize,
+        "listen",
+    )?;
     let port = listener.local_addr()?.port();
-    let mut child =
-        util::spawn_pinned(&recv_cpu, &["fanout-recv".into(), port.to_string(), n.to_string()])?;
+    let mut child = util::spawn_pinned(
+        &recv_cpu,
+        &["fanout-recv".into(), port.to_string(), n.to_string()],
+    )?;
     let mut fds = Vec::with_capacity(n);
     for _ in 0..n {
         let (s, _) = listener.accept()?;
@@ -195,12 +237,23 @@ fn report(a: &Args, n: usize, variants: &[String], rows: &[Row]) -> io::Result<(
             writeln!(
                 w,
                 "{},{},{},{},{},{},{},{},{}",
-                r.variant, r.round, r.cpu.user_ns, r.cpu.sys_ns, r.cpu.nivcsw, r.send_ns, r.last_ns, r.recv_cpu_ns, r.recv_nivcsw
+                r.variant,
+                r.round,
+                r.cpu.user_ns,
+                r.cpu.sys_ns,
+                r.cpu.nivcsw,
+                r.send_ns,
+                r.last_ns,
+                r.recv_cpu_ns,
+                r.recv_nivcsw
             )?;
         }
     }
     let ms = |x: u64| x as f64 / 1e6;
-    let clean = rows.iter().filter(|r| r.cpu.nivcsw == 0 && r.recv_nivcsw == 0).count();
+    let clean = rows
+        .iter()
+        .filter(|r| r.cpu.nivcsw == 0 && r.recv_nivcsw == 0)
+        .count();
     println!(
         "fan-out: {n} connections, 102-byte frame, {} rounds per variant (interleaved); {clean} of {} rounds undisturbed (no involuntary switch on either side)",
         rows.len() / variants.len().max(1),
@@ -208,10 +261,25 @@ fn report(a: &Args, n: usize, variants: &[String], rows: &[Row]) -> io::Result<(
     );
     println!(
         "{:<18} {:>15} {:>9} {:>9} {:>12} {:>15} {:>12} {:>8} {:>8}",
-        "variant", "sender CPU ms", "sys %", "rounds", "us/message", "last recv ms", "send ms", "CPU x", "last x"
+        "variant",
+        "sender CPU ms",
+        "sys %",
+        "rounds",
+        "us/message",
+        "last recv ms",
+        "send ms",
+        "CPU x",
+        "last x"
     );
     let base = |f: &dyn Fn(&Row) -> f64| {
-        med_p90(&rows.iter().filter(|r| r.variant == variants[0]).map(f).collect::<Vec<_>>()).0
+        med_p90(
+            &rows
+                .iter()
+                .filter(|r| r.variant == variants[0])
+                .map(f)
+                .collect::<Vec<_>>(),
+        )
+        .0
     };
     let (cpu0, last0) = (base(&|r| ms(r.cpu.cpu_ns())), base(&|r| ms(r.last_ns)));
     for v in variants {
@@ -248,11 +316,21 @@ pub fn recv(port: u16, n: usize) -> io::Result<()> {
     let flen = frame().len();
     let expect = frame();
     // SAFETY: creating an epoll instance.
-    let ep = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as isize, "epoll_create1")? as i32;
+    let ep = check(
+        unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as isize,
+        "epoll_create1",
+    )? as i32;
     let add = |fd: RawFd, data: u64| -> io::Result<()> {
-        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLET) as u32, u64: data };
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: data,
+        };
         // SAFETY: registering a descriptor we own.
-        check(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } as isize, "epoll_ctl").map(drop)
+        check(
+            unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } as isize,
+            "epoll_ctl",
+        )
+        .map(drop)
     };
     let mut fds = Vec::with_capacity(n);
     for i in 0..n {
@@ -279,7 +357,9 @@ pub fn recv(port: u16, n: usize) -> io::Result<()> {
         for ev in &evs[..check(k as isize, "epoll_wait")? as usize] {
             let i = ev.u64;
             if i == u64::MAX {
-                let bad = (0..n).filter(|&i| got[i] != rounds * flen || (rounds > 0 && !first_ok[i])).count();
+                let bad = (0..n)
+                    .filter(|&i| got[i] != rounds * flen || (rounds > 0 && !first_ok[i]))
+                    .count();
                 eprintln!("fanout-recv: {rounds} rounds, {n} connections, {bad} with a wrong byte count or frame");
                 std::process::exit(if bad == 0 { 0 } else { 1 });
             }

@@ -20,8 +20,16 @@ mod util;
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let a = util::Args(argv.clone());
-    let port = || argv.get(1).and_then(|p| p.parse().ok()).unwrap_or_else(|| util::die("missing PORT"));
-    let count = || argv.get(2).and_then(|p| p.parse().ok()).unwrap_or_else(|| util::die("missing N"));
+    let port = || {
+        argv.get(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| util::die("missing PORT"))
+    };
+    let count = || {
+        argv.get(2)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| util::die("missing N"))
+    };
     let r = match argv.first().map(|s| s.as_str()) {
         Some("fanout") => fanout::run(&a),
         Some("fanout-recv") => fanout::recv(port(), count()),

@@ -83,9 +83,18 @@ impl BufRing {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let mut r = BufRing { entries: p.cast(), arena: Box::leak(vec![0u8; count as usize * size].into_boxed_slice()), count, size, tail: 0 };
+        let mut r = BufRing {
+            entries: p.cast(),
+            arena: Box::leak(vec![0u8; count as usize * size].into_boxed_slice()),
+            count,
+            size,
+            tail: 0,
+        };
         // SAFETY: the mapping lives as long as the process (never unmapped).
-        unsafe { ring.submitter().register_buf_ring_with_flags(p as u64, count, bgid, 0)? };
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(p as u64, count, bgid, 0)?
+        };
         for bid in 0..count {
             r.give(bid);
         }
@@ -114,6 +123,9 @@ impl BufRing {
     pub fn publish(&self) {
         // SAFETY: the tail field lies in the first entry of the page-aligned
         // mapping; the kernel reads it with acquire semantics.
-        unsafe { (*(types::BufRingEntry::tail(self.entries) as *const AtomicU16)).store(self.tail, Ordering::Release) };
+        unsafe {
+            (*(types::BufRingEntry::tail(self.entries) as *const AtomicU16))
+                .store(self.tail, Ordering::Release)
+        };
     }
 }

@@ -7,7 +7,10 @@ use std::process::{Child, Command, Stdio};
 
 /// CLOCK_MONOTONIC in nanoseconds (one clock for every process on the machine).
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid out-pointer for the call.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -31,7 +34,11 @@ impl Usage {
         // SAFETY: as above.
         unsafe { libc::getrusage(who, &mut ru) };
         let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-        Usage { user_ns: ns(ru.ru_utime), sys_ns: ns(ru.ru_stime), nivcsw: ru.ru_nivcsw as u64 }
+        Usage {
+            user_ns: ns(ru.ru_utime),
+            sys_ns: ns(ru.ru_stime),
+            nivcsw: ru.ru_nivcsw as u64,
+        }
     }
 
     /// `self - earlier`.
@@ -64,10 +71,19 @@ pub fn prepare_socket(fd: RawFd) -> io::Result<()> {
     // SAFETY: plain fcntl/setsockopt on a descriptor we own.
     unsafe {
         let fl = check(libc::fcntl(fd, libc::F_GETFL) as isize, "F_GETFL")? as i32;
-        check(libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) as isize, "F_SETFL")?;
+        check(
+            libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) as isize,
+            "F_SETFL",
+        )?;
         let one: libc::c_int = 1;
         check(
-            libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, (&one as *const i32).cast(), 4) as isize,
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                (&one as *const i32).cast(),
+                4,
+            ) as isize,
             "TCP_NODELAY",
         )?;
     }
@@ -88,7 +104,9 @@ pub fn put_u64s(w: &mut impl Write, v: &[u64]) -> io::Result<()> {
 pub fn get_u64s(r: &mut impl Read, n: usize) -> io::Result<Vec<u64>> {
     let mut b = vec![0u8; n * 8];
     r.read_exact(&mut b)?;
-    Ok(b.chunks(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect())
+    Ok(b.chunks(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+        .collect())
 }
 
 /// `--key value` options.
@@ -97,14 +115,20 @@ pub struct Args(pub Vec<String>);
 impl Args {
     /// The value after `--key`, if given.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().position(|a| a == key).and_then(|i| self.0.get(i + 1)).map(|s| s.as_str())
+        self.0
+            .iter()
+            .position(|a| a == key)
+            .and_then(|i| self.0.get(i + 1))
+            .map(|s| s.as_str())
     }
 
     /// A number option with a default; exits with a message on a bad value.
     pub fn num(&self, key: &str, default: u64) -> u64 {
         match self.get(key) {
             None => default,
-            Some(v) => v.parse().unwrap_or_else(|_| die(&format!("{key}: not a number: {v}"))),
+            Some(v) => v
+                .parse()
+                .unwrap_or_else(|_| die(&format!("{key}: not a number: {v}"))),
         }
     }
 
@@ -116,7 +140,10 @@ impl Args {
                 .split(',')
                 .map(|v| {
                     if !all.contains(&v) {
-                        die(&format!("--only: unknown variant {v} (known: {})", all.join(", ")));
+                        die(&format!(
+                            "--only: unknown variant {v} (known: {})",
+                            all.join(", ")
+                        ));
                     }
                     v.to_string()
                 })
@@ -138,7 +165,11 @@ pub fn med_p90(v: &[f64]) -> (f64, f64) {
     }
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let med = if s.len() % 2 == 1 { s[s.len() / 2] } else { (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0 };
+    let med = if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    };
     let p90 = s[((s.len() as f64 * 0.9).ceil() as usize).clamp(1, s.len()) - 1];
     (med, p90)
 }
@@ -150,7 +181,9 @@ pub struct Perf(Option<Child>);
 impl Perf {
     /// Starts perf on this process (and waits for it to attach) if asked.
     pub fn start(args: Option<&str>) -> io::Result<Perf> {
-        let Some(args) = args else { return Ok(Perf(None)) };
+        let Some(args) = args else {
+            return Ok(Perf(None));
+        };
         let child = Command::new("perf")
             .args(args.split_whitespace())
             .args(["-p", &std::process::id().to_string()])
