@@ -719,6 +719,24 @@ async fn quotas_answer_429_with_retry_after_naming_the_quota() {
                 .await
         }
     };
+    let wait_final = |id: i64| {
+        let bearer = bearer.clone();
+        let server = &server;
+        async move {
+            let start = Instant::now();
+            loop {
+                let resp = server
+                    .request("GET", &format!("/tasks/{id}"), &[&bearer], "")
+                    .await;
+                let task = json_of(&resp);
+                if !matches!(task["state"].as_str(), Some("queued" | "running")) {
+                    return task;
+                }
+                assert!(start.elapsed() < DEADLINE, "{task}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
     // One running: the next is over max_concurrent.
     let first = post(json!({"kind": "echo", "input": {"value": 1, "delay_ms": 600_000}})).await;
     assert_eq!(first.status, 201);
@@ -735,12 +753,12 @@ async fn quotas_answer_429_with_retry_after_naming_the_quota() {
     server
         .request("POST", &format!("/tasks/{id}/cancel"), &[&bearer], "")
         .await;
-    server.wait_final(id).await;
+    wait_final(id).await;
     // 64 bytes of input fit; 65 do not, and no wait helps: 413.
     let value = "x".repeat(64 - r#"{"value":""}"#.len());
     let fits = post(json!({"kind": "echo", "input": {"value": value}})).await;
     assert_eq!(fits.status, 201, "{}", fits.text());
-    server.wait_final(id_of(&json_of(&fits))).await;
+    wait_final(id_of(&json_of(&fits))).await;
     let too_big = post(json!({"kind": "echo", "input": {"value": format!("{value}x")}})).await;
     assert_eq!(too_big.status, 413);
     assert_eq!(too_big.header("retry-after"), None);
@@ -749,7 +767,7 @@ async fn quotas_answer_429_with_retry_after_naming_the_quota() {
     // Third task of the hour fits, the fourth waits about an hour.
     let third = post(json!({"kind": "echo", "input": {"value": 3}})).await;
     assert_eq!(third.status, 201);
-    server.wait_final(id_of(&json_of(&third))).await;
+    wait_final(id_of(&json_of(&third))).await;
     let fourth = post(json!({"kind": "echo", "input": {"value": 4}})).await;
     assert_eq!(fourth.status, 429);
     let wait: u64 = fourth.header("retry-after").unwrap().parse().unwrap();
