@@ -25,7 +25,7 @@ fn celer(args: &[&str]) -> (Option<i32>, String, String) {
 }
 
 /// One request on a fresh connection with `headers`: status, headers (as
-/// one lowercase text) and the JSON body.
+/// one text, names lowercase) and the JSON body.
 fn call(port: u16, method: &str, path: &str, headers: &[String], body: Option<&Value>) -> (u16, String, Value) {
     let mut conn = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     conn.set_read_timeout(Some(DEADLINE)).unwrap();
@@ -105,7 +105,7 @@ fn keys_made_with_the_cli_guard_the_task_api_with_their_quotas() {
 
     let (status, head, body) = call(port, "POST", "/tasks", &[], Some(&task));
     assert_eq!(status, 401);
-    assert!(head.contains("www-authenticate: bearer realm=\"celer tasks\"\n"), "{head}");
+    assert!(head.contains("www-authenticate: Bearer realm=\"celer tasks\"\n"), "{head}");
     assert_eq!(body["error"], "bearer token required");
     let (status, head, _) = call(port, "GET", "/tasks", &bearer("ctk_wrong"), None);
     assert_eq!(status, 401);
@@ -144,7 +144,7 @@ fn keys_made_with_the_cli_guard_the_task_api_with_their_quotas() {
     assert!(err.contains("API key 2 revoked"), "{err}");
     let (status, head, body) = call(port, "POST", "/tasks", &bearer(&ops_token), Some(&task));
     assert_eq!(status, 403, "{body}");
-    assert!(head.contains("www-authenticate: bearer"), "{head}");
+    assert!(head.contains("www-authenticate: Bearer"), "{head}");
     let (_, out, _) = celer(&["tasks", "keys", "list", "--data-dir", data, "--json"]);
     let listed: Value = serde_json::from_str(&out).unwrap();
     assert!(listed[1]["revoked_at"].is_string() && listed[0]["revoked_at"].is_null());
