@@ -109,8 +109,7 @@ pub(crate) fn run(args: TasksArgs) -> anyhow::Result<ExitCode> {
                     max_input_bytes,
                 },
             };
-            if new.name.len() > keys::MAX_KEY_NAME_BYTES || new.name.chars().any(char::is_control)
-            {
+            if new.name.len() > keys::MAX_KEY_NAME_BYTES || new.name.chars().any(char::is_control) {
                 return Err(Usage(format!(
                     "--name must be at most {} bytes, without control characters",
                     keys::MAX_KEY_NAME_BYTES
@@ -152,7 +151,9 @@ pub(crate) fn run(args: TasksArgs) -> anyhow::Result<ExitCode> {
                         format!("{}…", key.hint),
                         key.name,
                         rfc3339(key.created_at),
-                        key.revoked_at.map(rfc3339).unwrap_or_else(|| "-".to_owned()),
+                        key.revoked_at
+                            .map(rfc3339)
+                            .unwrap_or_else(|| "-".to_owned()),
                         quotas(&key.quotas),
                     );
                 }

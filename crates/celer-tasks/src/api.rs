@@ -152,11 +152,10 @@ pub fn app(tasks: &Tasks) -> App {
         .config
         .require_key
         .then(|| crate::dashboard::auth_layer(tasks));
-    let guard = |route: celer::app::RouteBuilder<'_>| match &auth {
-        Some(layer) => {
+    let guard = |route: celer::app::RouteBuilder<'_>| {
+        if let Some(layer) = &auth {
             route.middleware(layer.clone());
         }
-        None => {}
     };
     let t = tasks.clone();
     guard(app.post("", move |req| submit(t.clone(), req)));

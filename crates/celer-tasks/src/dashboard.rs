@@ -117,20 +117,17 @@ pub(crate) async fn feed(tasks: Tasks, req: Request) -> Result<Response, ApiErro
         return Ok(err);
     };
     let receiver = tasks.inner.events.subscribe();
-    let stream = futures_util::stream::unfold(
-        (receiver, permit),
-        |(mut rx, permit)| async move {
-            let event = match rx.recv().await {
-                Ok(task) => Event::new()
-                    .event("task")
-                    .json(&task_json(&task))
-                    .unwrap_or_else(|_| Event::new().event("resync").data("")),
-                Err(RecvError::Lagged(_)) => Event::new().event("resync").data(""),
-                Err(RecvError::Closed) => return None,
-            };
-            Some((event, (rx, permit)))
-        },
-    );
+    let stream = futures_util::stream::unfold((receiver, permit), |(mut rx, permit)| async move {
+        let event = match rx.recv().await {
+            Ok(task) => Event::new()
+                .event("task")
+                .json(&task_json(&task))
+                .unwrap_or_else(|_| Event::new().event("resync").data("")),
+            Err(RecvError::Lagged(_)) => Event::new().event("resync").data(""),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((event, (rx, permit)))
+    });
     Ok(EventStream::new(&req, stream.boxed())
         .heartbeat(Duration::from_secs(15))
         .into_response())

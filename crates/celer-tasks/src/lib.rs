@@ -58,8 +58,8 @@
 pub mod api;
 pub mod command;
 mod dashboard;
-mod kind;
 pub mod keys;
+mod kind;
 pub mod limits;
 pub mod model;
 mod results;

@@ -79,16 +79,16 @@ fn slices(
         while offset < total {
             let read = tasks
                 .inner
-                .call_wait(move |store| {
-                    store.result_chunk(id, offset, limits::RESULT_CHUNK_BYTES)
-                })
+                .call_wait(move |store| store.result_chunk(id, offset, limits::RESULT_CHUNK_BYTES))
                 .await;
             let item = match read {
                 Ok(Some(chunk)) if !chunk.bytes.is_empty() && chunk.total == total => {
                     offset += chunk.bytes.len() as u64;
                     Ok(Bytes::from(chunk.bytes))
                 }
-                Ok(_) => Err(std::io::Error::other("the result was deleted while it was sent")),
+                Ok(_) => Err(std::io::Error::other(
+                    "the result was deleted while it was sent",
+                )),
                 Err(err) => Err(std::io::Error::other(err.to_string())),
             };
             let failed = item.is_err();

@@ -26,7 +26,13 @@ fn celer(args: &[&str]) -> (Option<i32>, String, String) {
 
 /// One request on a fresh connection with `headers`: status, headers (as
 /// one text, names lowercase) and the JSON body.
-fn call(port: u16, method: &str, path: &str, headers: &[String], body: Option<&Value>) -> (u16, String, Value) {
+fn call(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[String],
+    body: Option<&Value>,
+) -> (u16, String, Value) {
     let mut conn = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     conn.set_read_timeout(Some(DEADLINE)).unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
@@ -65,7 +71,16 @@ fn keys_made_with_the_cli_guard_the_task_api_with_their_quotas() {
 
     // Created before the server starts: the token once, on stdout.
     let (code, out, err) = celer(&[
-        "tasks", "keys", "create", "--data-dir", data, "--name", "ci", "--per-hour", "2", "--json",
+        "tasks",
+        "keys",
+        "create",
+        "--data-dir",
+        data,
+        "--name",
+        "ci",
+        "--per-hour",
+        "2",
+        "--json",
     ]);
     assert_eq!(code, Some(0), "{err}");
     let ci: Value = serde_json::from_str(&out).unwrap();
@@ -73,16 +88,30 @@ fn keys_made_with_the_cli_guard_the_task_api_with_their_quotas() {
     assert!(ci_token.starts_with("ctk_"));
     assert_eq!(ci["quotas"]["per_hour"], 2);
     assert_eq!(ci["quotas"]["max_concurrent"], Value::Null);
-    let (code, out, err) = celer(&["tasks", "keys", "create", "--data-dir", data, "--name", "ops"]);
+    let (code, out, err) = celer(&[
+        "tasks",
+        "keys",
+        "create",
+        "--data-dir",
+        data,
+        "--name",
+        "ops",
+    ]);
     assert_eq!(code, Some(0), "{err}");
     let ops_token = out.trim().to_owned();
-    assert!(ops_token.starts_with("ctk_") && !out.trim().contains('\n'), "{out}");
+    assert!(
+        ops_token.starts_with("ctk_") && !out.trim().contains('\n'),
+        "{out}"
+    );
     assert!(err.contains("created API key 2"), "{err}");
 
     // Listed without secrets.
     let (code, out, _) = celer(&["tasks", "keys", "list", "--data-dir", data]);
     assert_eq!(code, Some(0));
-    assert!(out.contains("ci") && out.contains("ops") && out.contains("per-hour=2"), "{out}");
+    assert!(
+        out.contains("ci") && out.contains("ops") && out.contains("per-hour=2"),
+        "{out}"
+    );
     assert!(!out.contains(&ci_token) && !out.contains(&ops_token));
     assert!(out.contains(&ops_token[..10]), "the hint: {out}");
     let (_, out, _) = celer(&["tasks", "keys", "list", "--data-dir", data, "--json"]);
@@ -105,7 +134,10 @@ fn keys_made_with_the_cli_guard_the_task_api_with_their_quotas() {
 
     let (status, head, body) = call(port, "POST", "/tasks", &[], Some(&task));
     assert_eq!(status, 401);
-    assert!(head.contains("www-authenticate: Bearer realm=\"celer tasks\"\n"), "{head}");
+    assert!(
+        head.contains("www-authenticate: Bearer realm=\"celer tasks\"\n"),
+        "{head}"
+    );
     assert_eq!(body["error"], "bearer token required");
     let (status, head, _) = call(port, "GET", "/tasks", &bearer("ctk_wrong"), None);
     assert_eq!(status, 401);
@@ -135,7 +167,13 @@ fn keys_made_with_the_cli_guard_the_task_api_with_their_quotas() {
     // Created while the server runs: usable at once.
     let (_, out, _) = celer(&["tasks", "keys", "create", "--data-dir", data, "--json"]);
     let late: Value = serde_json::from_str(&out).unwrap();
-    let (status, _, _) = call(port, "GET", "/tasks/stats", &bearer(late["token"].as_str().unwrap()), None);
+    let (status, _, _) = call(
+        port,
+        "GET",
+        "/tasks/stats",
+        &bearer(late["token"].as_str().unwrap()),
+        None,
+    );
     assert_eq!(status, 200);
 
     // Revoked while the server runs: 403 from the next request.
@@ -153,17 +191,39 @@ fn keys_made_with_the_cli_guard_the_task_api_with_their_quotas() {
     let (code, _, err) = celer(&["tasks", "keys", "revoke", "--data-dir", data, "99"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("no API key 99"), "{err}");
-    let (code, _, err) = celer(&["tasks", "keys", "create", "--data-dir", data, "--per-hour", "x"]);
+    let (code, _, err) = celer(&[
+        "tasks",
+        "keys",
+        "create",
+        "--data-dir",
+        data,
+        "--per-hour",
+        "x",
+    ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--per-hour"), "{err}");
     let long = "n".repeat(101);
-    let (code, _, err) = celer(&["tasks", "keys", "create", "--data-dir", data, "--name", &long]);
+    let (code, _, err) = celer(&[
+        "tasks",
+        "keys",
+        "create",
+        "--data-dir",
+        data,
+        "--name",
+        &long,
+    ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--name"), "{err}");
     drop(celer_serve);
 
     // Keys without --tasks-require-key: open, and the operator is told.
-    let open = Celer::serve(&["--listen", "tcp://127.0.0.1:0", "--tasks", "--data-dir", data]);
+    let open = Celer::serve(&[
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--tasks",
+        "--data-dir",
+        data,
+    ]);
     let (status, _, _) = call(open.port(), "GET", "/tasks", &[], None);
     assert_eq!(status, 200);
     let start = Instant::now();

@@ -62,9 +62,7 @@ print(json.dumps({"before": before, "peak": peak, "length": length, "ok": ok, "h
 #[test]
 fn a_large_result_is_streamed_without_holding_it_per_client() {
     let dir = tempfile::tempdir().unwrap();
-    let command = format!(
-        r#"big=["/bin/sh","-c","head -c {PRINTED} /dev/zero | tr '\\000' a"]"#
-    );
+    let command = format!(r#"big=["/bin/sh","-c","head -c {PRINTED} /dev/zero | tr '\\000' a"]"#);
     let celer = Celer::serve(&[
         "--listen",
         "tcp://127.0.0.1:0",
@@ -104,7 +102,10 @@ print(c.getresponse().read().decode())
         if task["state"] == "succeeded" {
             break;
         }
-        assert!(task["state"] == "queued" || task["state"] == "running", "{task}");
+        assert!(
+            task["state"] == "queued" || task["state"] == "running",
+            "{task}"
+        );
         assert!(start.elapsed() < DEADLINE, "{task}");
         std::thread::sleep(Duration::from_millis(50));
     }

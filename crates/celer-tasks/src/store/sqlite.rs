@@ -12,8 +12,8 @@ use rusqlite::{Connection, MAIN_DB, OptionalExtension, Row, TransactionBehavior,
 use super::{Claim, Store, StoreError};
 use crate::keys::{ApiKey, KeyHash, KeyId, NewKey, OverQuota, Quota, Quotas, StoredKey};
 use crate::model::{
-    ListFilter, Millis, NewTask, Outcome, Percentiles, ResultChunk, Stats, Submitted, Task,
-    TaskId, millis,
+    ListFilter, Millis, NewTask, Outcome, Percentiles, ResultChunk, Stats, Submitted, Task, TaskId,
+    millis,
 };
 
 /// The database's file name inside the data directory.
@@ -473,7 +473,9 @@ impl Store for SqliteStore {
     ) -> Result<Option<ResultChunk>, StoreError> {
         let conn = self.conn();
         let stored: Option<bool> = conn
-            .prepare_cached("SELECT result IS NOT NULL AND state = 'succeeded' FROM tasks WHERE id = ?1")
+            .prepare_cached(
+                "SELECT result IS NOT NULL AND state = 'succeeded' FROM tasks WHERE id = ?1",
+            )
             .and_then(|mut stmt| stmt.query_row([id], |row| row.get(0)).optional())
             .map_err(db_err)?;
         if stored != Some(true) {

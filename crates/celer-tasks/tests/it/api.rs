@@ -801,7 +801,10 @@ async fn a_large_result_is_sent_whole_in_slices_with_its_etag() {
     assert!(out.status.success(), "{out:?}");
     let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 200"), "{head}");
-    assert!(head.contains(&format!("content-length: {size}\r\n")), "{head}");
+    assert!(
+        head.contains(&format!("content-length: {size}\r\n")),
+        "{head}"
+    );
     assert!(head.contains(&format!("etag: \"task-{id}\"")), "{head}");
     let bytes = std::fs::read(&body).unwrap();
     assert_eq!(bytes.len(), size);
@@ -888,7 +891,10 @@ async fn the_dashboard_is_served_under_a_strict_policy() {
         Some("text/html; charset=utf-8")
     );
     let csp = page.header("content-security-policy").unwrap();
-    assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe"), "{csp}");
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe"),
+        "{csp}"
+    );
     let html = page.text();
     assert!(html.contains(r#"<script src="ui/app.js" defer></script>"#));
     // No inline script or style for the policy to block.
@@ -897,7 +903,10 @@ async fn the_dashboard_is_served_under_a_strict_policy() {
     // No event handler attributes (`onclick=` and the like).
     for rest in html.split(" on").skip(1) {
         let name_end = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(0);
-        assert!(name_end == 0 || !rest[name_end..].starts_with('='), "{rest}");
+        assert!(
+            name_end == 0 || !rest[name_end..].starts_with('='),
+            "{rest}"
+        );
     }
     let js = server.request("GET", "/tasks/ui/app.js", &[], "").await;
     assert_eq!(

@@ -76,8 +76,11 @@ fn tokens_are_checked_by_hash_and_revocation_is_seen_at_once() {
     assert_eq!(created.hint.len(), keys::HINT_CHARS);
     // Only the hash is stored: the token is nowhere in the database.
     let db = std::fs::read(dir.path().join(celer_tasks::store::DB_FILE)).unwrap();
-    let wal = std::fs::read(dir.path().join(format!("{}-wal", celer_tasks::store::DB_FILE)))
-        .unwrap_or_default();
+    let wal = std::fs::read(
+        dir.path()
+            .join(format!("{}-wal", celer_tasks::store::DB_FILE)),
+    )
+    .unwrap_or_default();
     for bytes in [&db, &wal] {
         assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()));
     }
@@ -89,7 +92,10 @@ fn tokens_are_checked_by_hash_and_revocation_is_seen_at_once() {
     let mut wrong = token.clone();
     wrong.pop();
     wrong.push('A');
-    assert_eq!(keys::check_token(&store, &wrong).unwrap(), KeyCheck::Unknown);
+    assert_eq!(
+        keys::check_token(&store, &wrong).unwrap(),
+        KeyCheck::Unknown
+    );
     assert_eq!(keys::check_token(&store, "").unwrap(), KeyCheck::Unknown);
 
     let revoked = store.revoke_key(created.id, 2_000).unwrap().unwrap();
@@ -97,11 +103,17 @@ fn tokens_are_checked_by_hash_and_revocation_is_seen_at_once() {
     // Revoking again keeps the first time.
     let again = store.revoke_key(created.id, 3_000).unwrap().unwrap();
     assert_eq!(again.revoked_at, Some(2_000));
-    assert_eq!(keys::check_token(&store, &token).unwrap(), KeyCheck::Revoked);
+    assert_eq!(
+        keys::check_token(&store, &token).unwrap(),
+        KeyCheck::Revoked
+    );
     assert!(store.revoke_key(999, 3_000).unwrap().is_none());
     // A submit under a revoked (or unknown) key is refused in its own
     // transaction, whatever let the request in.
-    assert_eq!(submit(&store, "1", created.id, 4_000), Submitted::KeyRevoked);
+    assert_eq!(
+        submit(&store, "1", created.id, 4_000),
+        Submitted::KeyRevoked
+    );
     assert_eq!(submit(&store, "1", 999, 4_000), Submitted::KeyRevoked);
 
     let listed = store.keys().unwrap();
@@ -141,7 +153,11 @@ fn max_concurrent_counts_queued_and_running_tasks_of_the_key() {
     );
     // Another key and no key are not counted against it.
     accepted(submit(&store, "3", other, 0));
-    accepted(store.submit(&task("3", None), None, TTL, MAX_QUEUED, 0).unwrap());
+    accepted(
+        store
+            .submit(&task("3", None), None, TTL, MAX_QUEUED, 0)
+            .unwrap(),
+    );
     // Running still counts; finished does not.
     let claimed = store
         .claim("w", 10, Duration::from_secs(30), 1)
@@ -155,7 +171,12 @@ fn max_concurrent_counts_queued_and_running_tasks_of_the_key() {
         attempt: claimed.attempts,
     };
     store
-        .finish(&claim, &Outcome::Succeeded("1".to_owned()), Duration::ZERO, 3)
+        .finish(
+            &claim,
+            &Outcome::Succeeded("1".to_owned()),
+            Duration::ZERO,
+            3,
+        )
         .unwrap();
     accepted(submit(&store, "3", limited, 4));
 }
@@ -231,7 +252,10 @@ fn input_bytes_are_limited_per_task_and_per_hour() {
         },
     );
     let over = refused(submit(&store, ten, small, 0));
-    assert_eq!((over.quota, over.retry_after), (Quota::InputBytesPerHour, None));
+    assert_eq!(
+        (over.quota, over.retry_after),
+        (Quota::InputBytesPerHour, None)
+    );
 }
 
 #[test]
@@ -285,7 +309,8 @@ INSERT INTO tasks (kind, input, priority, run_at, timeout_ms, max_attempts, stat
 fn a_database_from_before_api_keys_is_migrated_with_its_tasks() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let conn = rusqlite::Connection::open(dir.path().join(celer_tasks::store::DB_FILE)).unwrap();
+        let conn =
+            rusqlite::Connection::open(dir.path().join(celer_tasks::store::DB_FILE)).unwrap();
         conn.execute_batch(SCHEMA_V0).unwrap();
     }
     let store = open(&dir);
@@ -320,16 +345,27 @@ fn a_database_from_before_api_keys_is_migrated_with_its_tasks() {
 fn a_result_is_read_in_slices() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
-    let created = accepted(store.submit(&task("1", None), None, TTL, MAX_QUEUED, 0).unwrap());
+    let created = accepted(
+        store
+            .submit(&task("1", None), None, TTL, MAX_QUEUED, 0)
+            .unwrap(),
+    );
     assert_eq!(store.result_chunk(created.id, 0, 10).unwrap(), None);
     let claimed = store.claim("w", 1, Duration::from_secs(30), 0).unwrap();
-    let result: String = (0..100_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let result: String = (0..100_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
     let claim = celer_tasks::store::Claim {
         id: claimed[0].id,
         attempt: 1,
     };
     store
-        .finish(&claim, &Outcome::Succeeded(result.clone()), Duration::ZERO, 1)
+        .finish(
+            &claim,
+            &Outcome::Succeeded(result.clone()),
+            Duration::ZERO,
+            1,
+        )
         .unwrap();
     let mut read = Vec::new();
     loop {
@@ -346,7 +382,10 @@ fn a_result_is_read_in_slices() {
     }
     assert_eq!(read, result.as_bytes());
     // Past the end: nothing, not an error.
-    let past = store.result_chunk(created.id, 1 << 40, 10).unwrap().unwrap();
+    let past = store
+        .result_chunk(created.id, 1 << 40, 10)
+        .unwrap()
+        .unwrap();
     assert!(past.bytes.is_empty());
     assert_eq!(store.result_chunk(999, 0, 10).unwrap(), None);
 }
