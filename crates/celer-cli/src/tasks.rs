@@ -132,7 +132,7 @@ pub(crate) fn run(args: TasksArgs) -> anyhow::Result<ExitCode> {
             }
         }
         KeysCommand::List { store, json } => {
-            let db = open(&store)?;
+            let db = open_existing(&store)?;
             let all = db.keys().context("cannot read the keys")?;
             if json {
                 let list: Vec<serde_json::Value> = all.iter().map(key_json).collect();
@@ -160,7 +160,7 @@ pub(crate) fn run(args: TasksArgs) -> anyhow::Result<ExitCode> {
             }
         }
         KeysCommand::Revoke { store, id } => {
-            let db = open(&store)?;
+            let db = open_existing(&store)?;
             match db
                 .revoke_key(id, now_millis())
                 .context("cannot revoke the key")?
@@ -175,6 +175,19 @@ pub(crate) fn run(args: TasksArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens an existing store: reading or revoking keys in a directory that
+/// has none is a mistake (a mistyped `--data-dir`), not a new store.
+fn open_existing(store: &StoreDir) -> anyhow::Result<SqliteStore> {
+    if !store.data_dir.join(celer_tasks::store::DB_FILE).is_file() {
+        return Err(Usage(format!(
+            "no task store in {} (--data-dir)",
+            store.data_dir.display()
+        ))
+        .into());
+    }
+    open(store)
 }
 
 fn open(store: &StoreDir) -> anyhow::Result<SqliteStore> {

@@ -202,6 +202,17 @@ fn keys_made_with_the_cli_guard_the_task_api_with_their_quotas() {
     ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--per-hour"), "{err}");
+    let missing = dir.path().join("missing");
+    let (code, _, err) = celer(&[
+        "tasks",
+        "keys",
+        "list",
+        "--data-dir",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no task store in"), "{err}");
+    assert!(!missing.exists());
     let long = "n".repeat(101);
     let (code, _, err) = celer(&[
         "tasks",
