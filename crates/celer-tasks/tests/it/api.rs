@@ -775,6 +775,29 @@ async fn quotas_answer_429_with_retry_after_naming_the_quota() {
     let error = json_of(&fourth);
     assert_eq!(error["quota"], "per_hour");
     assert_eq!(error["retry_after"], wait);
+
+    // Bytes of input per hour: `{"value":1}` is 11 bytes, two fit in 22.
+    let new = celer_tasks::keys::NewKey {
+        name: "bytes".to_owned(),
+        quotas: celer_tasks::keys::Quotas {
+            input_bytes_per_hour: Some(22),
+            ..Default::default()
+        },
+    };
+    let (_, token) =
+        celer_tasks::keys::create_key(server.tasks.store(), &new, celer_tasks::model::now_millis())
+            .unwrap();
+    let bytes = format!("Authorization: Bearer {token}");
+    let eleven = json!({"kind": "echo", "input": {"value": 1}}).to_string();
+    for _ in 0..2 {
+        let resp = server.request("POST", "/tasks", &[&bytes], &eleven).await;
+        assert_eq!(resp.status, 201, "{}", resp.text());
+    }
+    let over = server.request("POST", "/tasks", &[&bytes], &eleven).await;
+    assert_eq!(over.status, 429);
+    assert_eq!(json_of(&over)["quota"], "input_bytes_per_hour");
+    let wait: u64 = over.header("retry-after").unwrap().parse().unwrap();
+    assert!((3500..=3600).contains(&wait), "{wait}");
     server.stop().await;
 }
 
