@@ -108,7 +108,8 @@ CREATE INDEX key_usage_window ON key_usage (key_id, at);
 ",
 ];
 
-/// The schema version this code writes: the number of [`MIGRATIONS`].
+/// The schema version this code writes (`PRAGMA user_version`): one per
+/// change of the schema since the first release.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 const KEY_COLUMNS: &str = "id, name, hint, max_concurrent, per_hour, input_bytes_per_hour, \
