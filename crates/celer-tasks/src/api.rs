@@ -151,7 +151,7 @@ pub fn app(tasks: &Tasks) -> App {
         .inner
         .config
         .require_key
-        .then(|| crate::dashboard::auth_layer(tasks));
+        .then(|| crate::keys::auth_layer(tasks));
     let guard = |route: celer::app::RouteBuilder<'_>| {
         if let Some(layer) = &auth {
             route.middleware(layer.clone());

@@ -1,24 +1,20 @@
 //! The dashboard (`/ui`: a page, its script and style, embedded in the
-//! binary), the store-wide event stream it listens to (`/events`), and the
-//! API key check in front of the API's routes.
+//! binary) and the store-wide event stream it listens to (`/events`).
 //!
 //! The page has no inline script or style, so it runs under a strict
 //! `Content-Security-Policy` (set here: `default-src 'self'`, no framing).
 //! It talks to the API with `fetch`; the events arrive over a streamed
 //! `fetch` rather than `EventSource`, which cannot send `Authorization`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use celer::sse::{Event, EventStream};
-use celer::{App, IntoResponse, Next, Request, Response};
+use celer::{App, IntoResponse, Request, Response};
 use futures_util::StreamExt;
-use futures_util::future::BoxFuture;
 use http::{HeaderValue, StatusCode, header};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::{ApiError, task_json};
-use crate::keys::TaskKeys;
 use crate::tasks::Tasks;
 
 const INDEX_HTML: &str = include_str!("../assets/dashboard/index.html");
@@ -29,9 +25,6 @@ const APP_CSS: &str = include_str!("../assets/dashboard/app.css");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
                    img-src 'self' data:; base-uri 'none'; form-action 'self'; \
                    frame-ancestors 'none'";
-
-/// The realm of the task API's `WWW-Authenticate: Bearer` challenge.
-pub(crate) const REALM: &str = "celer tasks";
 
 /// Adds the dashboard's routes to the task API's app.
 pub(crate) fn routes(app: &mut App) {
@@ -66,41 +59,6 @@ fn asset(text: &'static str, content_type: &'static str) -> Response {
     // The assets change with the binary only; revalidate each load.
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     res
-}
-
-/// The API key check: the framework's bearer middleware over the store's
-/// keys, its plain-text refusals answered as the API's JSON errors.
-pub(crate) fn auth_layer(
-    tasks: &Tasks,
-) -> impl Fn(Request, Next) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static {
-    let bearer = Arc::new(celer::auth::bearer(REALM, TaskKeys::new(tasks)));
-    move |req: Request, next: Next| {
-        let bearer = bearer.clone();
-        Box::pin(async move {
-            let res = bearer(req, next).await;
-            let refused = matches!(
-                res.status(),
-                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::SERVICE_UNAVAILABLE
-            );
-            let text = res
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
-            if !refused || !text {
-                return res;
-            }
-            let (parts, body) = res.into_parts();
-            let detail = body.collect_bytes().await.unwrap_or_default();
-            let message = String::from_utf8_lossy(&detail).trim().to_owned();
-            let mut json = ApiError::new(parts.status, message).into_response();
-            for name in [header::WWW_AUTHENTICATE, header::RETRY_AFTER] {
-                for value in parts.headers.get_all(&name) {
-                    json.headers_mut().append(name.clone(), value.clone());
-                }
-            }
-            json
-        })
-    }
 }
 
 /// `GET /events`: every task after each change, as `event: task` with the

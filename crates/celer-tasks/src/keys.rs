@@ -7,7 +7,8 @@
 //! it is shown once, when created, and only its hash is stored. A request's
 //! token is hashed, looked up by its hash and compared with the stored
 //! hash in constant time. Why a fast hash is right here, and not Argon2:
-//! docs/decisions/112-task-api-keys.md.
+//! docs/decisions/112-task-api-keys.md. `auth_layer` puts the check in
+//! front of the API's routes.
 
 use std::fmt;
 use std::time::Duration;
@@ -15,11 +16,14 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use celer::auth::{ApiKeys, KeyCheck};
+use celer::{IntoResponse, Next, Request, Response};
 use futures_util::future::BoxFuture;
+use http::{StatusCode, header};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::api::ApiError;
 use crate::model::Millis;
 use crate::store::{Store, StoreError};
 use crate::tasks::Tasks;
@@ -44,6 +48,9 @@ pub const MAX_KEY_NAME_BYTES: usize = 100;
 
 /// The window of the per-hour quotas: one hour, sliding.
 pub const QUOTA_WINDOW: Duration = Duration::from_secs(3600);
+
+/// The realm of the task API's `WWW-Authenticate: Bearer` challenge.
+pub(crate) const REALM: &str = "celer tasks";
 
 /// A SHA-256 digest of a token: what the store keeps.
 pub type KeyHash = [u8; 32];
@@ -245,6 +252,41 @@ impl ApiKeys for TaskKeys {
                     KeyCheck::Unavailable
                 }
             }
+        })
+    }
+}
+
+/// The API key check: the framework's bearer middleware over the store's
+/// keys, its plain-text refusals answered as the API's JSON errors.
+pub(crate) fn auth_layer(
+    tasks: &Tasks,
+) -> impl Fn(Request, Next) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static {
+    let bearer = std::sync::Arc::new(celer::auth::bearer(REALM, TaskKeys::new(tasks)));
+    move |req: Request, next: Next| {
+        let bearer = bearer.clone();
+        Box::pin(async move {
+            let res = bearer(req, next).await;
+            let refused = matches!(
+                res.status(),
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::SERVICE_UNAVAILABLE
+            );
+            let text = res
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
+            if !refused || !text {
+                return res;
+            }
+            let (parts, body) = res.into_parts();
+            let detail = body.collect_bytes().await.unwrap_or_default();
+            let message = String::from_utf8_lossy(&detail).trim().to_owned();
+            let mut json = ApiError::new(parts.status, message).into_response();
+            for name in [header::WWW_AUTHENTICATE, header::RETRY_AFTER] {
+                for value in parts.headers.get_all(&name) {
+                    json.headers_mut().append(name.clone(), value.clone());
+                }
+            }
+            json
         })
     }
 }

@@ -69,10 +69,10 @@
         rows.delete(Number(last.dataset.id));
         last.remove();
       }
-    } else if (Number(tr.dataset.updated || 0) > Date.parse(task.updated_at)) {
+    } else if (older(version(task), JSON.parse(tr.dataset.version))) {
       return; // an older snapshot arriving late
     }
-    tr.dataset.updated = String(Date.parse(task.updated_at));
+    tr.dataset.version = JSON.stringify(version(task));
     tr.dataset.state = task.state;
     const cell = (cls) => tr.querySelector("td." + cls);
     cell("id").textContent = "#" + task.id;
@@ -108,6 +108,23 @@
       actions.appendChild(link);
     }
     $("#empty").hidden = rows.size > 0;
+  }
+
+  // Snapshots arrive out of order (a fetch's answer after the events that
+  // followed it; events published from different threads), and two changes
+  // may share a millisecond: order them by attempt (a claim counts one),
+  // then time, then state (queued, running, final: a final state is never
+  // left).
+  function version(task) {
+    const rank = task.state === "queued" ? 0 : task.state === "running" ? 1 : 2;
+    return [task.attempts, Date.parse(task.updated_at), rank];
+  }
+
+  function older(a, b) {
+    for (let i = 0; i < a.length; i++) {
+      if (a[i] !== b[i]) return a[i] < b[i];
+    }
+    return false;
   }
 
   function isFinal(state) {
