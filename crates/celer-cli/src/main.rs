@@ -1,4 +1,4 @@
-//! The `celer` binary: `celer serve` and `celer bench`.
+//! The `celer` binary: `celer serve`, `celer bench` and `celer tasks`.
 //!
 //! This file parses the command line, sets up logging and dispatches; each
 //! subcommand lives in its own module. Errors print as one line, `celer:
@@ -9,6 +9,7 @@ mod bench;
 mod http2;
 mod logging;
 mod serve;
+mod tasks;
 mod tls;
 mod units;
 
@@ -74,6 +75,8 @@ enum Command {
     /// load, sweeps and idle connections; WebSocket echo, idle sockets and
     /// broadcast fan-out for ws:// and wss:// URLs.
     Bench(bench::BenchArgs),
+    /// Administer the task store of `celer serve --tasks`: API keys.
+    Tasks(tasks::TasksArgs),
 }
 
 /// An error the user fixes by changing the command line; exits 2.
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(&args),
         Command::Bench(args) => bench::run(args),
+        Command::Tasks(args) => tasks::run(args),
     };
     match result {
         Ok(code) => code,

@@ -238,6 +238,13 @@ pub(crate) struct ServeArgs {
     )]
     task_command: Vec<String>,
 
+    /// Require an API key on every task API request (`Authorization:
+    /// Bearer <token>`; 401 without one, 403 for a revoked one), with the
+    /// key's quotas. Keys: `celer tasks keys create --data-dir DIR`. The
+    /// dashboard's page (/tasks/ui) asks for one.
+    #[arg(long, requires = "tasks", help_heading = "Tasks")]
+    tasks_require_key: bool,
+
     #[command(flatten)]
     tls: TlsArgs,
 
@@ -338,7 +345,12 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     if tasks.is_some() {
         ready.push_str(&format!(
-            "; tasks at /tasks, stored in {}",
+            "; tasks at /tasks (dashboard /tasks/ui{}), stored in {}",
+            if args.tasks_require_key {
+                ", API key required"
+            } else {
+                ""
+            },
             args.data_dir.display()
         ));
     }
@@ -374,8 +386,24 @@ fn open_tasks(args: &ServeArgs) -> anyhow::Result<celer_tasks::Tasks> {
     }
     let mut config = celer_tasks::TasksConfig::new(&args.data_dir);
     config.lease = args.task_lease.0;
-    celer_tasks::Tasks::open(config, kinds)
-        .with_context(|| format!("cannot open the task store in {}", args.data_dir.display()))
+    config.require_key = args.tasks_require_key;
+    let tasks = celer_tasks::Tasks::open(config, kinds)
+        .with_context(|| format!("cannot open the task store in {}", args.data_dir.display()))?;
+    if !args.tasks_require_key {
+        // Keys exist but nothing asks for them: say so, once.
+        let live = tasks.store().keys().map_or(0, |keys| {
+            keys.iter().filter(|k| k.revoked_at.is_none()).count()
+        });
+        if live > 0 {
+            tracing::warn!(
+                target: "celer::serve",
+                keys = live,
+                "the task store has API keys, but without --tasks-require-key the task API \
+                 does not ask for them"
+            );
+        }
+    }
+    Ok(tasks)
 }
 
 /// Parses `NAME=["argv0", "arg", ...]`.

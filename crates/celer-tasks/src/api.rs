@@ -9,6 +9,15 @@
 //! | `GET /<id>/result` | the result (`ETag`, `304` on `If-None-Match`); `409` before success |
 //! | `POST /<id>/cancel` | `202` with the task (a queued task is cancelled; a running one is asked to stop) |
 //! | `GET /<id>/events` | server-sent events: the task after each change, until it is final |
+//! | `GET /events` | server-sent events: every task after each change (`event: task`), `event: resync` after falling behind |
+//! | `GET /ui` | the dashboard (with `/ui/app.js`, `/ui/app.css`) |
+//!
+//! With [`TasksConfig::require_key`](crate::TasksConfig::require_key) every
+//! route but the dashboard's needs `Authorization: Bearer <token>`: `401`
+//! with `WWW-Authenticate: Bearer` without a known key, `403` for a revoked
+//! one; a submit over the key's quotas is answered `429` with
+//! `Retry-After` (`413` for an input that can never fit), the JSON error
+//! naming the quota (`quota`, `limit`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,14 +45,39 @@ pub struct ApiError {
     status: StatusCode,
     message: String,
     retry_after: Option<u64>,
+    /// More fields of the JSON body.
+    extra: Option<serde_json::Map<String, Value>>,
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             message: message.into(),
             retry_after: None,
+            extra: None,
+        }
+    }
+
+    /// A refusal by an API key's quota: `429` with `Retry-After`, or `413`
+    /// when waiting cannot help.
+    fn over_quota(over: &crate::keys::OverQuota) -> ApiError {
+        let mut extra = serde_json::Map::new();
+        extra.insert("quota".to_owned(), json!(over.quota.as_str()));
+        extra.insert("limit".to_owned(), json!(over.limit));
+        let retry_after = over.retry_after.map(|d| d.as_secs().max(1));
+        if let Some(secs) = retry_after {
+            extra.insert("retry_after".to_owned(), json!(secs));
+        }
+        ApiError {
+            // RFC 6585 §4; RFC 9110 §15.5.14 when no wait makes it fit.
+            status: match retry_after {
+                Some(_) => StatusCode::TOO_MANY_REQUESTS,
+                None => StatusCode::PAYLOAD_TOO_LARGE,
+            },
+            message: over.to_string(),
+            retry_after,
+            extra: Some(extra),
         }
     }
 
@@ -72,7 +106,9 @@ impl From<CallError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut res = (self.status, Json(json!({ "error": self.message }))).into_response();
+        let mut body = self.extra.unwrap_or_default();
+        body.insert("error".to_owned(), Value::String(self.message));
+        let mut res = (self.status, Json(Value::Object(body))).into_response();
         if let Some(secs) = self.retry_after {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -111,21 +147,36 @@ struct ListQuery {
 pub fn app(tasks: &Tasks) -> App {
     let mut app = App::new();
     app.body_limit(limits::MAX_SUBMIT_BYTES);
+    let auth = tasks
+        .inner
+        .config
+        .require_key
+        .then(|| crate::keys::auth_layer(tasks));
+    let guard = |route: celer::app::RouteBuilder<'_>| {
+        if let Some(layer) = &auth {
+            route.middleware(layer.clone());
+        }
+    };
     let t = tasks.clone();
-    app.post("", move |req| submit(t.clone(), req));
+    guard(app.post("", move |req| submit(t.clone(), req)));
     let t = tasks.clone();
-    app.get("", move |req| list(t.clone(), req));
+    guard(app.get("", move |req| list(t.clone(), req)));
     let t = tasks.clone();
-    app.get("/stats", move |_req| stats(t.clone()));
+    guard(app.get("/stats", move |_req| stats(t.clone())));
     let t = tasks.clone();
-    app.get("/<int:id>", move |req| show(t.clone(), req))
-        .name(TASK_ROUTE);
+    guard(
+        app.get("/<int:id>", move |req| show(t.clone(), req))
+            .name(TASK_ROUTE),
+    );
     let t = tasks.clone();
-    app.get("/<int:id>/result", move |req| result(t.clone(), req));
+    guard(app.get("/<int:id>/result", move |req| result(t.clone(), req)));
     let t = tasks.clone();
-    app.post("/<int:id>/cancel", move |req| cancel(t.clone(), req));
+    guard(app.post("/<int:id>/cancel", move |req| cancel(t.clone(), req)));
     let t = tasks.clone();
-    app.get("/<int:id>/events", move |req| events(t.clone(), req));
+    guard(app.get("/<int:id>/events", move |req| events(t.clone(), req)));
+    let t = tasks.clone();
+    guard(app.get("/events", move |req| crate::dashboard::feed(t.clone(), req)));
+    crate::dashboard::routes(&mut app);
     app
 }
 
@@ -150,6 +201,7 @@ pub fn task_json(task: &Task) -> Value {
         "started_at": task.started_at.map(rfc3339),
         "finished_at": task.finished_at.map(rfc3339),
         "updated_at": rfc3339(task.updated_at),
+        "key_id": task.key_id,
     })
 }
 
@@ -203,6 +255,7 @@ fn check(tasks: &Tasks, submit: Submit, now: i64) -> Result<NewTask, ApiError> {
         run_at,
         timeout_ms: timeout_ms as i64,
         max_attempts,
+        key_id: None,
     })
 }
 
@@ -245,7 +298,12 @@ async fn submit(tasks: Tasks, mut req: Request) -> ApiResult {
         }
     };
     let now = now_millis();
-    let new = check(&tasks, body, now)?;
+    let mut new = check(&tasks, body, now)?;
+    // Set by the bearer middleware when keys are required: the key's id.
+    new.key_id = req
+        .extensions()
+        .get::<celer::auth::User>()
+        .and_then(|user| user.0.parse().ok());
     let ttl = tasks.inner.config.idempotency_ttl;
     let max_queued = tasks.inner.config.max_queued;
     let submitted = tasks
@@ -266,6 +324,11 @@ async fn submit(tasks: Tasks, mut req: Request) -> ApiResult {
             "Idempotency-Key was used with another submission",
         )),
         Submitted::QueueFull => Err(ApiError::busy("too many queued tasks")),
+        Submitted::KeyRevoked => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "the API key was revoked",
+        )),
+        Submitted::OverQuota(over) => Err(ApiError::over_quota(&over)),
     }
 }
 
@@ -280,38 +343,7 @@ async fn show(tasks: Tasks, req: Request) -> ApiResult {
 
 async fn result(tasks: Tasks, req: Request) -> ApiResult {
     let id = id_of(&req)?;
-    let (task, result) = tasks
-        .call(move |store| Ok((store.get(id)?, store.result(id)?)))
-        .await?;
-    let task = task.ok_or_else(not_found)?;
-    let Some(result) = result else {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!("task is {}, it has no result", task.state),
-        ));
-    };
-    // A result never changes once stored: the task's id names it.
-    let etag = format!("\"task-{id}\"");
-    let matches = req
-        .headers()
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
-    let mut res = if matches {
-        // RFC 9110 §13.1.2: If-None-Match on GET answers 304.
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        let mut res = result.into_response();
-        res.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        res
-    };
-    if let Ok(value) = HeaderValue::from_str(&etag) {
-        res.headers_mut().insert(header::ETAG, value);
-    }
-    Ok(res)
+    crate::results::result(tasks, req, id).await
 }
 
 async fn cancel(tasks: Tasks, req: Request) -> ApiResult {

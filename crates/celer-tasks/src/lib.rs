@@ -33,6 +33,12 @@
 //!   kept for [`limits::IDEMPOTENCY_TTL`].
 //! - Finished tasks and results are purged after the retention
 //!   ([`limits::DEFAULT_RETENTION`]).
+//! - With [`TasksConfig::require_key`], every API request needs
+//!   `Authorization: Bearer <token>` of a live API key ([`keys`]): stored
+//!   as its SHA-256, compared in constant time, with per-key quotas
+//!   answered `429` and `Retry-After`.
+//! - Results are sent in slices read from the store
+//!   ([`limits::RESULT_CHUNK_BYTES`]), never loaded whole.
 //!
 //! # Layout
 //!
@@ -42,21 +48,27 @@
 //!   `command`: [`CommandKind`], programs the operator names;
 //! - `runner`: claims, runs, renews leases, records outcomes, purges;
 //! - `tasks`: [`Tasks`], the handle (store thread, runner thread);
-//! - `api`: the HTTP routes; `limits`: every bound.
+//! - `keys`: API keys, their quotas, [`TaskKeys`] for the bearer middleware;
+//! - `api`: the HTTP routes; `results`: results sent in slices;
+//!   `dashboard`: the page at `/ui`; `limits`: every bound.
 //!
 //! **Architecture Invariant:** the framework (`celer`) never names this
 //! crate or SQLite; this crate uses only its public API.
 
 pub mod api;
 pub mod command;
+mod dashboard;
+pub mod keys;
 mod kind;
 pub mod limits;
 pub mod model;
+mod results;
 mod runner;
 pub mod store;
 mod tasks;
 
 pub use command::CommandKind;
+pub use keys::TaskKeys;
 pub use kind::{Context, Kinds, TaskError};
 pub use model::{State, Task, TaskId};
 pub use store::{Durability, SqliteStore, Store, StoreError};

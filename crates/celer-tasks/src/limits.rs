@@ -81,3 +81,17 @@ pub const MAX_EVENT_STREAMS: usize = 1000;
 
 /// How often a running task's lease is renewed: a third of the lease.
 pub const RENEW_FRACTION: u32 = 3;
+
+/// Bytes of a result read from the store and sent at a time: 64 KiB.
+pub const RESULT_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Slices of a result read ahead of a client that reads slowly: 4. A
+/// result being sent holds at most this many
+/// [`RESULT_CHUNK_BYTES`] slices (and one being written), whatever its size.
+pub const RESULT_CHUNKS_BUFFERED: usize = 4;
+
+/// Task changes a store-wide event stream (`GET /tasks/events`) may fall
+/// behind before it is told to reload (an `event: resync`): 1024. Streams
+/// of one task and of the store share
+/// [`MAX_EVENT_STREAMS`].
+pub const EVENT_BACKLOG: usize = 1024;

@@ -104,6 +104,8 @@ pub struct NewTask {
     pub timeout_ms: i64,
     /// Attempts before the task is dead.
     pub max_attempts: u32,
+    /// The API key that submits it, whose quotas it counts against.
+    pub key_id: Option<crate::keys::KeyId>,
 }
 
 /// A task as stored.
@@ -143,6 +145,8 @@ pub struct Task {
     pub finished_at: Option<Millis>,
     /// When it last changed.
     pub updated_at: Millis,
+    /// The API key that submitted it.
+    pub key_id: Option<crate::keys::KeyId>,
 }
 
 /// How an attempt ended, as the runner reports it.
@@ -185,6 +189,20 @@ pub enum Submitted {
     KeyConflict,
     /// [`MAX_QUEUED`](crate::limits::MAX_QUEUED) tasks are queued.
     QueueFull,
+    /// The submitting API key was revoked (or deleted) since the request
+    /// was let in.
+    KeyRevoked,
+    /// The submitting API key's quota refuses the task.
+    OverQuota(crate::keys::OverQuota),
+}
+
+/// A slice of a stored result, read without loading the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultChunk {
+    /// The whole result's length, in bytes.
+    pub total: u64,
+    /// The bytes from the offset asked for (empty at the end).
+    pub bytes: Vec<u8>,
 }
 
 /// Counts and times over the store.

@@ -43,6 +43,12 @@ pub struct TasksConfig {
     /// First retry delay, doubled per attempt. Default:
     /// [`BACKOFF_BASE`](limits::BACKOFF_BASE).
     pub backoff_base: Duration,
+    /// Whether every API request needs `Authorization: Bearer <token>` of
+    /// a live API key ([`crate::keys`]): `401` without one, `403` for a
+    /// revoked one; tasks record the key that submitted them and count
+    /// against its quotas. The dashboard's page and its script and style
+    /// are served without a key (they hold no data). Default: `false`.
+    pub require_key: bool,
 }
 
 impl TasksConfig {
@@ -59,6 +65,7 @@ impl TasksConfig {
             cancel_grace: limits::CANCEL_GRACE,
             max_queued: limits::MAX_QUEUED,
             backoff_base: limits::BACKOFF_BASE,
+            require_key: false,
         }
     }
 }
@@ -125,7 +132,7 @@ impl Tasks {
 
     /// Starts the runner over any store.
     pub fn with_store(store: Arc<dyn Store>, config: TasksConfig, kinds: Kinds) -> Tasks {
-        let (events, _) = broadcast::channel(1024);
+        let (events, _) = broadcast::channel(limits::EVENT_BACKLOG);
         let inner = Arc::new(Inner {
             store,
             db: Dispatcher::builder()
@@ -165,6 +172,12 @@ impl Tasks {
         T: Send + 'static,
     {
         self.inner.call(op).await
+    }
+
+    /// The store itself, for what runs outside requests (reading the API
+    /// keys at start). Its methods block: async code uses [`Tasks::call`].
+    pub fn store(&self) -> &dyn Store {
+        &*self.inner.store
     }
 
     /// The kinds this API runs.

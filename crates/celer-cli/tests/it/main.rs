@@ -15,6 +15,8 @@ mod serve_static;
 mod shutdown;
 mod support;
 mod tasks;
+mod tasks_keys;
+mod tasks_results;
 mod tidy;
 mod tls;
 mod welcome;

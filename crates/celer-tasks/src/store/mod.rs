@@ -12,12 +12,15 @@
 
 mod sqlite;
 
-pub use sqlite::{DB_FILE, Durability, SqliteStore};
+pub use sqlite::{DB_FILE, Durability, SCHEMA_VERSION, SqliteStore};
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::model::{ListFilter, Millis, NewTask, Outcome, Stats, Submitted, Task, TaskId};
+use crate::keys::{ApiKey, KeyHash, KeyId, NewKey, StoredKey};
+use crate::model::{
+    ListFilter, Millis, NewTask, Outcome, ResultChunk, Stats, Submitted, Task, TaskId,
+};
 
 /// A failure of the store itself (disk, database), answered `500`.
 #[derive(Debug)]
@@ -59,6 +62,10 @@ pub trait Store: Send + Sync + 'static {
     /// made before (same submission) or a conflict (other submission). Keys
     /// are kept for `key_ttl`. With `max_queued` tasks queued already the
     /// task is refused ([`Submitted::QueueFull`](crate::model::Submitted)).
+    /// A task with a `key_id` is checked against that API key, in the same
+    /// transaction: revoked ([`Submitted::KeyRevoked`]) or over one of its
+    /// quotas ([`Submitted::OverQuota`]) is refused; an accepted one counts
+    /// in the key's hourly windows.
     fn submit(
         &self,
         task: &NewTask,
@@ -73,6 +80,36 @@ pub trait Store: Send + Sync + 'static {
 
     /// A succeeded task's result, as JSON text.
     fn result(&self, id: TaskId) -> Result<Option<String>, StoreError>;
+
+    /// Up to `max` bytes of a succeeded task's result from `offset`, and
+    /// its length, without reading the rest: large results are sent in
+    /// such slices. `None` when the task has no result (or is gone).
+    fn result_chunk(
+        &self,
+        id: TaskId,
+        offset: u64,
+        max: usize,
+    ) -> Result<Option<ResultChunk>, StoreError>;
+
+    /// Stores a new API key under the SHA-256 `hash` of its token, with
+    /// `hint` (the token's first characters) for people to tell keys apart.
+    fn create_key(
+        &self,
+        key: &NewKey,
+        hash: &KeyHash,
+        hint: &str,
+        now: Millis,
+    ) -> Result<ApiKey, StoreError>;
+
+    /// Every API key, revoked ones included, oldest first.
+    fn keys(&self) -> Result<Vec<ApiKey>, StoreError>;
+
+    /// The API key whose token hashes to `hash`.
+    fn key_by_hash(&self, hash: &KeyHash) -> Result<Option<StoredKey>, StoreError>;
+
+    /// Revokes an API key (at once: its next request is refused). `None`
+    /// when there is no such key; a revoked key stays revoked.
+    fn revoke_key(&self, id: KeyId, now: Millis) -> Result<Option<ApiKey>, StoreError>;
 
     /// Tasks matching `filter`, newest first.
     fn list(&self, filter: &ListFilter) -> Result<Vec<Task>, StoreError>;
@@ -120,8 +157,9 @@ pub trait Store: Send + Sync + 'static {
     /// due now, the attempt not counted.
     fn release(&self, claim: &Claim, now: Millis) -> Result<(), StoreError>;
 
-    /// Deletes tasks finished before `finished_before` and idempotency keys
-    /// expired by `now`; returns the tasks deleted.
+    /// Deletes tasks finished before `finished_before`, idempotency keys
+    /// expired by `now` and API key usage older than the quota window;
+    /// returns the tasks deleted.
     fn purge(&self, finished_before: Millis, now: Millis) -> Result<u64, StoreError>;
 
     /// How many tasks are queued.

@@ -7,11 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, MAIN_DB, OptionalExtension, Row, TransactionBehavior, params};
 
 use super::{Claim, Store, StoreError};
+use crate::keys::{ApiKey, KeyHash, KeyId, NewKey, OverQuota, Quota, Quotas, StoredKey};
 use crate::model::{
-    ListFilter, Millis, NewTask, Outcome, Percentiles, Stats, Submitted, Task, TaskId, millis,
+    ListFilter, Millis, NewTask, Outcome, Percentiles, ResultChunk, Stats, Submitted, Task, TaskId,
+    millis,
 };
 
 /// The database's file name inside the data directory.
@@ -76,11 +78,48 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE INDEX IF NOT EXISTS idempotency_expiry ON idempotency (expires_at);
 ";
 
+/// Changes to [`SCHEMA`], in order: migration `n` takes a database from
+/// `PRAGMA user_version` `n` to `n + 1`. Databases made before a change
+/// are brought up to date when opened; a migration never drops data.
+const MIGRATIONS: &[&str] = &[
+    // 1: API keys (docs/decisions/112-task-api-keys.md): the keys, the
+    // key of each task, and each key's submissions of the last hour.
+    "
+ALTER TABLE tasks ADD COLUMN key_id INTEGER;
+CREATE INDEX tasks_key ON tasks (key_id, state);
+CREATE TABLE api_keys (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    hash BLOB NOT NULL UNIQUE,
+    hint TEXT NOT NULL,
+    max_concurrent INTEGER,
+    per_hour INTEGER,
+    input_bytes_per_hour INTEGER,
+    max_input_bytes INTEGER,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE key_usage (
+    key_id INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    input_bytes INTEGER NOT NULL
+);
+CREATE INDEX key_usage_window ON key_usage (key_id, at);
+",
+];
+
+/// The schema version this code writes (`PRAGMA user_version`): one per
+/// change of the schema since the first release.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+const KEY_COLUMNS: &str = "id, name, hint, max_concurrent, per_hour, input_bytes_per_hour, \
+                           max_input_bytes, created_at, revoked_at";
+
 macro_rules! columns {
     () => {
         "id, kind, input, priority, run_at, timeout_ms, max_attempts, state, attempts, progress, \
          error, cancel_requested, result IS NOT NULL, created_at, started_at, finished_at, \
-         updated_at"
+         updated_at, key_id"
     };
 }
 
@@ -115,7 +154,141 @@ fn task_of(row: &Row<'_>) -> rusqlite::Result<Task> {
         started_at: row.get(14)?,
         finished_at: row.get(15)?,
         updated_at: row.get(16)?,
+        key_id: row.get(17)?,
     })
+}
+
+fn key_of(row: &Row<'_>) -> rusqlite::Result<ApiKey> {
+    let quota = |i: usize| -> rusqlite::Result<Option<u64>> {
+        Ok(row.get::<_, Option<i64>>(i)?.map(|n| n.max(0) as u64))
+    };
+    Ok(ApiKey {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        hint: row.get(2)?,
+        quotas: Quotas {
+            max_concurrent: quota(3)?,
+            per_hour: quota(4)?,
+            input_bytes_per_hour: quota(5)?,
+            max_input_bytes: quota(6)?,
+        },
+        created_at: row.get(7)?,
+        revoked_at: row.get(8)?,
+    })
+}
+
+fn key_in(conn: &Connection, id: KeyId) -> rusqlite::Result<Option<ApiKey>> {
+    conn.prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = ?1"))?
+        .query_row([id], key_of)
+        .optional()
+}
+
+/// Seconds to wait for an hourly window's entry made at `at` to leave it:
+/// at least 1.
+fn until_out(at: Millis, now: Millis) -> Duration {
+    let window = millis(crate::keys::QUOTA_WINDOW);
+    let ms = at.saturating_add(window).saturating_sub(now).max(1) as u64;
+    Duration::from_secs(ms.div_ceil(1000))
+}
+
+/// Why key `key_id` may not submit `input_bytes` more at `now`: revoked,
+/// or over a quota; `None` when it may.
+fn key_refusal(
+    conn: &Connection,
+    key_id: KeyId,
+    input_bytes: u64,
+    now: Millis,
+) -> rusqlite::Result<Option<Submitted>> {
+    let Some(key) = key_in(conn, key_id)? else {
+        return Ok(Some(Submitted::KeyRevoked));
+    };
+    if key.revoked_at.is_some() {
+        return Ok(Some(Submitted::KeyRevoked));
+    }
+    let q = key.quotas;
+    let over = |quota, limit, retry_after| {
+        Ok(Some(Submitted::OverQuota(OverQuota {
+            quota,
+            limit,
+            retry_after,
+        })))
+    };
+    if let Some(limit) = q.max_input_bytes
+        && input_bytes > limit
+    {
+        return over(Quota::MaxInputBytes, limit, None);
+    }
+    if let Some(limit) = q.max_concurrent {
+        let live: i64 = conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM tasks WHERE key_id = ?1 AND state IN ('queued', 'running')",
+            )?
+            .query_row([key_id], |row| row.get(0))?;
+        if live as u64 >= limit {
+            // No telling when one ends: ask again in a second.
+            return over(Quota::MaxConcurrent, limit, Some(Duration::from_secs(1)));
+        }
+    }
+    if q.per_hour.is_none() && q.input_bytes_per_hour.is_none() {
+        return Ok(None);
+    }
+    let since = now.saturating_sub(millis(crate::keys::QUOTA_WINDOW));
+    let (count, bytes): (i64, i64) = conn
+        .prepare_cached(
+            "SELECT COUNT(*), COALESCE(SUM(input_bytes), 0) FROM key_usage \
+             WHERE key_id = ?1 AND at > ?2",
+        )?
+        .query_row(params![key_id, since], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    let (count, bytes) = (count.max(0) as u64, bytes.max(0) as u64);
+    let mut window = conn.prepare_cached(
+        "SELECT at, input_bytes FROM key_usage WHERE key_id = ?1 AND at > ?2 ORDER BY at",
+    )?;
+    if let Some(limit) = q.per_hour
+        && count >= limit
+    {
+        // Fits again when `count - limit + 1` entries have left the window.
+        let skip = (count - limit) as usize;
+        let at: Option<Millis> = window
+            .query_map(params![key_id, since], |row| row.get(0))?
+            .nth(skip)
+            .transpose()?;
+        return over(Quota::PerHour, limit, at.map(|at| until_out(at, now)));
+    }
+    if let Some(limit) = q.input_bytes_per_hour
+        && bytes + input_bytes > limit
+    {
+        if input_bytes > limit {
+            return over(Quota::InputBytesPerHour, limit, None);
+        }
+        // Fits again when enough of the oldest input has left the window.
+        let mut left = bytes;
+        let mut retry = None;
+        let rows = window.query_map(params![key_id, since], |row| {
+            Ok((row.get::<_, Millis>(0)?, row.get::<_, i64>(1)?))
+        })?;
+        for row in rows {
+            let (at, n) = row?;
+            left = left.saturating_sub(n.max(0) as u64);
+            if left + input_bytes <= limit {
+                retry = Some(until_out(at, now));
+                break;
+            }
+        }
+        return over(Quota::InputBytesPerHour, limit, retry);
+    }
+    Ok(None)
+}
+
+/// Brings the schema up to [`SCHEMA_VERSION`], in one transaction (two
+/// processes opening one old database migrate it once).
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    for (n, migration) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        tx.execute_batch(migration)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", n + 1))?;
+    }
+    tx.commit()
 }
 
 fn get_in(conn: &Connection, id: TaskId) -> rusqlite::Result<Option<Task>> {
@@ -148,7 +321,7 @@ impl SqliteStore {
     pub fn open(data_dir: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
         std::fs::create_dir_all(data_dir)
             .map_err(|err| StoreError::new(format!("{}: {err}", data_dir.display())))?;
-        let conn = Connection::open(data_dir.join(DB_FILE)).map_err(db_err)?;
+        let mut conn = Connection::open(data_dir.join(DB_FILE)).map_err(db_err)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
             .map_err(db_err)?;
@@ -165,6 +338,16 @@ impl SqliteStore {
             "PRAGMA synchronous = {synchronous}; PRAGMA busy_timeout = 5000; {SCHEMA}"
         ))
         .map_err(db_err)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(db_err)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::new(format!(
+                "the database's schema (version {version}) is newer than this program's \
+                 ({SCHEMA_VERSION})"
+            )));
+        }
+        migrate(&mut conn).map_err(db_err)?;
         let queued: i64 = conn
             .query_row(
                 "SELECT COUNT(*) FROM tasks WHERE state = 'queued'",
@@ -217,13 +400,19 @@ impl Store for SqliteStore {
                 }
             }
         }
+        let input_bytes = task.input.len() as u64;
+        if let Some(key_id) = task.key_id
+            && let Some(refusal) = key_refusal(&tx, key_id, input_bytes, now).map_err(db_err)?
+        {
+            return Ok(refusal);
+        }
         if self.queued.load(Ordering::Relaxed) >= max_queued {
             return Ok(Submitted::QueueFull);
         }
         exec(
             &tx,
             "INSERT INTO tasks (kind, input, priority, run_at, timeout_ms, max_attempts, state, \
-             created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?7)",
+             created_at, updated_at, key_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?7, ?8)",
             params![
                 task.kind,
                 task.input,
@@ -231,11 +420,20 @@ impl Store for SqliteStore {
                 task.run_at,
                 task.timeout_ms,
                 task.max_attempts,
-                now
+                now,
+                task.key_id
             ],
         )
         .map_err(db_err)?;
         let id = tx.last_insert_rowid();
+        if let Some(key_id) = task.key_id {
+            exec(
+                &tx,
+                "INSERT INTO key_usage (key_id, at, input_bytes) VALUES (?1, ?2, ?3)",
+                params![key_id, now, input_bytes as i64],
+            )
+            .map_err(db_err)?;
+        }
         if let Some(key) = idempotency_key {
             exec(
                 &tx,
@@ -266,6 +464,103 @@ impl Store for SqliteStore {
             .optional()
             .map(Option::flatten)
             .map_err(db_err)
+    }
+
+    fn result_chunk(
+        &self,
+        id: TaskId,
+        offset: u64,
+        max: usize,
+    ) -> Result<Option<ResultChunk>, StoreError> {
+        let conn = self.conn();
+        let stored: Option<bool> = conn
+            .prepare_cached(
+                "SELECT result IS NOT NULL AND state = 'succeeded' FROM tasks WHERE id = ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([id], |row| row.get(0)).optional())
+            .map_err(db_err)?;
+        if stored != Some(true) {
+            return Ok(None);
+        }
+        // Incremental I/O: only the slice asked for is read from the page
+        // cache, never the whole value.
+        let blob = conn
+            .blob_open(MAIN_DB, c"tasks", c"result", id, true)
+            .map_err(db_err)?;
+        let total = blob.len() as u64;
+        let start = offset.min(total) as usize;
+        let end = (start + max).min(blob.len());
+        let mut bytes = vec![0u8; end - start];
+        blob.read_at_exact(&mut bytes, start).map_err(db_err)?;
+        Ok(Some(ResultChunk { total, bytes }))
+    }
+
+    fn create_key(
+        &self,
+        key: &NewKey,
+        hash: &KeyHash,
+        hint: &str,
+        now: Millis,
+    ) -> Result<ApiKey, StoreError> {
+        let conn = self.conn();
+        let quota = |q: Option<u64>| q.map(|n| n.min(i64::MAX as u64) as i64);
+        exec(
+            &conn,
+            "INSERT INTO api_keys (name, hash, hint, max_concurrent, per_hour, \
+             input_bytes_per_hour, max_input_bytes, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                key.name,
+                &hash[..],
+                hint,
+                quota(key.quotas.max_concurrent),
+                quota(key.quotas.per_hour),
+                quota(key.quotas.input_bytes_per_hour),
+                quota(key.quotas.max_input_bytes),
+                now
+            ],
+        )
+        .map_err(db_err)?;
+        key_in(&conn, conn.last_insert_rowid())
+            .map_err(db_err)?
+            .ok_or_else(|| StoreError::new("inserted key not found"))
+    }
+
+    fn keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id"))
+            .map_err(db_err)?;
+        let rows = stmt.query_map([], key_of).map_err(db_err)?;
+        rows.collect::<Result<_, _>>().map_err(db_err)
+    }
+
+    fn key_by_hash(&self, hash: &KeyHash) -> Result<Option<StoredKey>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {KEY_COLUMNS}, hash FROM api_keys WHERE hash = ?1"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row([&hash[..]], |row| {
+                    Ok(StoredKey {
+                        key: key_of(row)?,
+                        hash: row.get(9)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(db_err)
+    }
+
+    fn revoke_key(&self, id: KeyId, now: Millis) -> Result<Option<ApiKey>, StoreError> {
+        let conn = self.conn();
+        exec(
+            &conn,
+            "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, now],
+        )
+        .map_err(db_err)?;
+        key_in(&conn, id).map_err(db_err)
     }
 
     fn list(&self, filter: &ListFilter) -> Result<Vec<Task>, StoreError> {
@@ -578,6 +873,12 @@ impl Store for SqliteStore {
         )
         .map_err(db_err)?;
         exec(&tx, "DELETE FROM idempotency WHERE expires_at <= ?1", [now]).map_err(db_err)?;
+        exec(
+            &tx,
+            "DELETE FROM key_usage WHERE at <= ?1",
+            [now.saturating_sub(millis(crate::keys::QUOTA_WINDOW))],
+        )
+        .map_err(db_err)?;
         tx.commit().map_err(db_err)?;
         Ok(n as u64)
     }

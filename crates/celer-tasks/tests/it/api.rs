@@ -1,6 +1,8 @@
 //! The task API served on loopback, driven over raw TCP and curl: submit,
 //! poll, result with ETag, idempotency under concurrency, cancel, a
-//! panicking kind, a full queue, bad input, events.
+//! panicking kind, a full queue, bad input, events; API keys and quotas,
+//! a large result sent in slices, the store-wide event stream and the
+//! dashboard's files.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -52,6 +54,13 @@ fn kinds() -> Kinds {
     let command = |argv: &[&str]| {
         celer_tasks::CommandKind::new(argv.iter().map(|a| (*a).to_owned()).collect()).unwrap()
     };
+    // A result of `bytes` bytes of JSON: a string of letters.
+    kinds.register("big", |input: usize, _ctx| async move {
+        let text: String = (0..input.saturating_sub(2))
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        Ok::<_, TaskError>(text)
+    });
     kinds.register_command("cmd-cat", command(&["/bin/sh", "-c", "cat"]));
     kinds.register_command(
         "cmd-env",
@@ -606,5 +615,329 @@ async fn a_kind_that_ignores_its_cancel_is_dropped_after_the_grace_period() {
         .submit(json!({"kind": "echo", "input": {"value": 2}}))
         .await;
     assert_eq!(server.wait_final(id_of(&echo)).await["state"], "succeeded");
+    server.stop().await;
+}
+
+/// A server that requires API keys, and a key with `quotas`: its token.
+async fn keyed(quotas: celer_tasks::keys::Quotas) -> (Server, i64, String) {
+    let server = Server::start(|config| config.require_key = true).await;
+    let new = celer_tasks::keys::NewKey {
+        name: "test".to_owned(),
+        quotas,
+    };
+    let (key, token) =
+        celer_tasks::keys::create_key(server.tasks.store(), &new, celer_tasks::model::now_millis())
+            .unwrap();
+    (server, key.id, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_keys_required_a_request_needs_a_live_key() {
+    let (server, key_id, token) = keyed(Default::default()).await;
+    let body = json!({"kind": "echo", "input": {"value": 1}}).to_string();
+    let bearer = format!("Authorization: Bearer {token}");
+
+    // None: 401 with the challenge (RFC 6750 §3), as JSON.
+    let resp = server.request("POST", "/tasks", &[], &body).await;
+    assert_eq!(resp.status, 401);
+    assert_eq!(
+        resp.header("www-authenticate"),
+        Some(r#"Bearer realm="celer tasks""#)
+    );
+    assert_eq!(json_of(&resp)["error"], "bearer token required");
+    for path in ["/tasks", "/tasks/stats", "/tasks/1", "/tasks/events"] {
+        let resp = server.request("GET", path, &[], "").await;
+        assert_eq!(resp.status, 401, "{path}");
+    }
+    // A wrong one, or another scheme: 401, invalid_token for the wrong one.
+    let resp = server
+        .request("POST", "/tasks", &["Authorization: Bearer ctk_nope"], &body)
+        .await;
+    assert_eq!(resp.status, 401);
+    assert_eq!(
+        resp.header("www-authenticate"),
+        Some(r#"Bearer realm="celer tasks", error="invalid_token""#)
+    );
+    let resp = server
+        .request("GET", "/tasks", &["Authorization: Basic dTpw"], "")
+        .await;
+    assert_eq!(resp.status, 401);
+
+    // The key: the task records it.
+    let resp = server.request("POST", "/tasks", &[&bearer], &body).await;
+    assert_eq!(resp.status, 201, "{}", resp.text());
+    let task = json_of(&resp);
+    assert_eq!(task["key_id"], key_id);
+    let id = id_of(&task);
+    let resp = server
+        .request("GET", &format!("/tasks/{id}"), &[&bearer], "")
+        .await;
+    assert_eq!(json_of(&resp)["key_id"], key_id);
+    // The scheme's name is case-insensitive (RFC 9110 §11.1).
+    let lower = format!("authorization: bearer {token}");
+    let resp = server.request("GET", "/tasks/stats", &[&lower], "").await;
+    assert_eq!(resp.status, 200);
+
+    // The dashboard's files need no key (they hold no data).
+    for path in ["/tasks/ui", "/tasks/ui/app.js", "/tasks/ui/app.css"] {
+        let resp = server.request("GET", path, &[], "").await;
+        assert_eq!(resp.status, 200, "{path}");
+    }
+
+    // Revoked: 403 at once, for reads and submits.
+    server
+        .tasks
+        .store()
+        .revoke_key(key_id, celer_tasks::model::now_millis())
+        .unwrap();
+    let resp = server.request("POST", "/tasks", &[&bearer], &body).await;
+    assert_eq!(resp.status, 403);
+    assert_eq!(json_of(&resp)["error"], "revoked API key");
+    let resp = server
+        .request("GET", &format!("/tasks/{id}"), &[&bearer], "")
+        .await;
+    assert_eq!(resp.status, 403);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_answer_429_with_retry_after_naming_the_quota() {
+    let (server, _, token) = keyed(celer_tasks::keys::Quotas {
+        max_concurrent: Some(1),
+        per_hour: Some(3),
+        max_input_bytes: Some(64),
+        ..Default::default()
+    })
+    .await;
+    let bearer = format!("Authorization: Bearer {token}");
+    let post = |body: Value| {
+        let bearer = bearer.clone();
+        let server = &server;
+        async move {
+            server
+                .request("POST", "/tasks", &[&bearer], &body.to_string())
+                .await
+        }
+    };
+    let wait_final = |id: i64| {
+        let bearer = bearer.clone();
+        let server = &server;
+        async move {
+            let start = Instant::now();
+            loop {
+                let resp = server
+                    .request("GET", &format!("/tasks/{id}"), &[&bearer], "")
+                    .await;
+                let task = json_of(&resp);
+                if !matches!(task["state"].as_str(), Some("queued" | "running")) {
+                    return task;
+                }
+                assert!(start.elapsed() < DEADLINE, "{task}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    // One running: the next is over max_concurrent.
+    let first = post(json!({"kind": "echo", "input": {"value": 1, "delay_ms": 600_000}})).await;
+    assert_eq!(first.status, 201);
+    let over = post(json!({"kind": "echo", "input": {"value": 2}})).await;
+    assert_eq!(over.status, 429, "{}", over.text());
+    assert_eq!(over.header("retry-after"), Some("1"));
+    let error = json_of(&over);
+    assert_eq!(error["quota"], "max_concurrent");
+    assert_eq!(error["limit"], 1);
+    assert!(error["error"].as_str().unwrap().contains("max_concurrent"));
+
+    // Cancelled, it frees its place.
+    let id = id_of(&json_of(&first));
+    server
+        .request("POST", &format!("/tasks/{id}/cancel"), &[&bearer], "")
+        .await;
+    wait_final(id).await;
+    // 64 bytes of input fit; 65 do not, and no wait helps: 413.
+    let value = "x".repeat(64 - r#"{"value":""}"#.len());
+    let fits = post(json!({"kind": "echo", "input": {"value": value}})).await;
+    assert_eq!(fits.status, 201, "{}", fits.text());
+    wait_final(id_of(&json_of(&fits))).await;
+    let too_big = post(json!({"kind": "echo", "input": {"value": format!("{value}x")}})).await;
+    assert_eq!(too_big.status, 413);
+    assert_eq!(too_big.header("retry-after"), None);
+    assert_eq!(json_of(&too_big)["quota"], "max_input_bytes");
+
+    // Third task of the hour fits, the fourth waits about an hour.
+    let third = post(json!({"kind": "echo", "input": {"value": 3}})).await;
+    assert_eq!(third.status, 201);
+    wait_final(id_of(&json_of(&third))).await;
+    let fourth = post(json!({"kind": "echo", "input": {"value": 4}})).await;
+    assert_eq!(fourth.status, 429);
+    let wait: u64 = fourth.header("retry-after").unwrap().parse().unwrap();
+    assert!((3500..=3600).contains(&wait), "{wait}");
+    let error = json_of(&fourth);
+    assert_eq!(error["quota"], "per_hour");
+    assert_eq!(error["retry_after"], wait);
+
+    // Bytes of input per hour: `{"value":1}` is 11 bytes, two fit in 22.
+    let new = celer_tasks::keys::NewKey {
+        name: "bytes".to_owned(),
+        quotas: celer_tasks::keys::Quotas {
+            input_bytes_per_hour: Some(22),
+            ..Default::default()
+        },
+    };
+    let (_, token) =
+        celer_tasks::keys::create_key(server.tasks.store(), &new, celer_tasks::model::now_millis())
+            .unwrap();
+    let bytes = format!("Authorization: Bearer {token}");
+    let eleven = json!({"kind": "echo", "input": {"value": 1}}).to_string();
+    for _ in 0..2 {
+        let resp = server.request("POST", "/tasks", &[&bytes], &eleven).await;
+        assert_eq!(resp.status, 201, "{}", resp.text());
+    }
+    let over = server.request("POST", "/tasks", &[&bytes], &eleven).await;
+    assert_eq!(over.status, 429);
+    assert_eq!(json_of(&over)["quota"], "input_bytes_per_hour");
+    let wait: u64 = over.header("retry-after").unwrap().parse().unwrap();
+    assert!((3500..=3600).contains(&wait), "{wait}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_result_is_sent_whole_in_slices_with_its_etag() {
+    let server = Server::start(|_| {}).await;
+    let size = 5 * 1024 * 1024 + 123;
+    let task = server.submit(json!({"kind": "big", "input": size})).await;
+    let id = id_of(&task);
+    assert_eq!(server.wait_final(id).await["state"], "succeeded");
+    let url = format!("http://{}/tasks/{id}/result", server.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body");
+    let out = run_tool(Command::new("curl").args([
+        "-sS",
+        "-D",
+        "-",
+        "-o",
+        body.to_str().unwrap(),
+        "--max-time",
+        "20",
+        &url,
+    ]));
+    assert!(out.status.success(), "{out:?}");
+    let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!("content-length: {size}\r\n")),
+        "{head}"
+    );
+    assert!(head.contains(&format!("etag: \"task-{id}\"")), "{head}");
+    let bytes = std::fs::read(&body).unwrap();
+    assert_eq!(bytes.len(), size);
+    let text: String = serde_json::from_slice(&bytes).unwrap();
+    assert!(
+        text.bytes()
+            .enumerate()
+            .all(|(i, b)| b == b'a' + (i % 26) as u8)
+    );
+    // Revalidation: 304, nothing sent.
+    let again = server
+        .request(
+            "GET",
+            &format!("/tasks/{id}/result"),
+            &[&format!("If-None-Match: \"task-{id}\"")],
+            "",
+        )
+        .await;
+    assert_eq!(again.status, 304);
+    assert!(again.body.is_empty());
+    // A client that leaves after the first bytes: the server goes on.
+    let mut raw = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    raw.write_all(format!("GET /tasks/{id}/result HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut first = [0u8; 1024];
+    let n = bounded(raw.read(&mut first)).await.unwrap();
+    assert!(n > 0);
+    drop(raw);
+    let resp = server.request("GET", "/tasks/stats", &[], "").await;
+    assert_eq!(resp.status, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_wide_event_stream_sends_every_change() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start(|_| {}).await;
+    let mut feed = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    feed.write_all(b"GET /tasks/events HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    // The head comes once the stream is subscribed: what follows is seen.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = bounded(feed.read(&mut buf)).await.unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&seen).contains("text/event-stream"));
+    let task = server
+        .submit(json!({"kind": "echo", "input": {"value": "feed"}}))
+        .await;
+    let id = id_of(&task);
+    let states = |seen: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(seen)
+            .split("\n\n")
+            .filter(|block| block.contains("event: task"))
+            .filter_map(|block| block.lines().find_map(|l| l.strip_prefix("data: ")))
+            .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+            .filter(|task| task["id"] == id)
+            .map(|task| task["state"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    while !states(&seen).contains(&"succeeded".to_owned()) {
+        let n = bounded(feed.read(&mut buf)).await.unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(states(&seen), ["queued", "running", "succeeded"]);
+    drop(feed);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_is_served_under_a_strict_policy() {
+    let server = Server::start(|_| {}).await;
+    let page = server.request("GET", "/tasks/ui", &[], "").await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe"),
+        "{csp}"
+    );
+    let html = page.text();
+    assert!(html.contains(r#"<script src="ui/app.js" defer></script>"#));
+    // No inline script or style for the policy to block.
+    assert_eq!(html.matches("<script").count(), 1);
+    assert!(!html.contains("<style") && !html.contains(" style="));
+    // No event handler attributes (`onclick=` and the like).
+    for rest in html.split(" on").skip(1) {
+        let name_end = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(0);
+        assert!(
+            name_end == 0 || !rest[name_end..].starts_with('='),
+            "{rest}"
+        );
+    }
+    let js = server.request("GET", "/tasks/ui/app.js", &[], "").await;
+    assert_eq!(
+        js.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert!(js.text().contains("/events"));
+    let css = server.request("GET", "/tasks/ui/app.css", &[], "").await;
+    assert_eq!(css.header("content-type"), Some("text/css; charset=utf-8"));
     server.stop().await;
 }

@@ -2,4 +2,5 @@
 //! (`store`), and the HTTP API served on loopback (`api`).
 
 mod api;
+mod keys;
 mod store;

@@ -18,6 +18,7 @@ fn new_task(input: &str, max_attempts: u32) -> NewTask {
         run_at: 0,
         timeout_ms: 1000,
         max_attempts,
+        key_id: None,
     }
 }
 

@@ -61,12 +61,41 @@ pub(crate) fn quote(s: &str) -> String {
 pub trait ApiKeys: Send + Sync + 'static {
     /// The user a key belongs to, or `None` for an unknown or revoked key.
     fn user_for_key<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<String>>;
+
+    /// What the lookup found, for stores that can tell a revoked key from
+    /// an unknown one, or fail for a while. The default asks
+    /// [`user_for_key`](ApiKeys::user_for_key): valid or unknown.
+    fn check_key<'a>(&'a self, key: &'a str) -> BoxFuture<'a, KeyCheck> {
+        Box::pin(async move {
+            match self.user_for_key(key).await {
+                Some(user) => KeyCheck::Valid(user),
+                None => KeyCheck::Unknown,
+            }
+        })
+    }
+}
+
+/// The outcome of [`ApiKeys::check_key`], and how [`bearer`] answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyCheck {
+    /// A live key of this user: the request goes on.
+    Valid(String),
+    /// No such key: `401` with `error="invalid_token"`.
+    Unknown,
+    /// A key that was revoked: `403`. The server knows the credentials
+    /// and refuses them (RFC 9110 §15.5.4); sending them again cannot help.
+    Revoked,
+    /// The lookup cannot be made now (its store is busy): `503` with
+    /// `Retry-After: 1`.
+    Unavailable,
 }
 
 /// Middleware accepting `Authorization: Bearer <key>` (RFC 6750 §2.1)
 /// for a key `keys` knows; otherwise `401` with
 /// `WWW-Authenticate: Bearer realm="…"` (and `error="invalid_token"`
-/// when a key was sent, §3.1).
+/// when a key was sent, §3.1). A key [`ApiKeys::check_key`] reports
+/// revoked is answered `403`, a lookup that cannot be made now `503` with
+/// `Retry-After`.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -117,15 +146,34 @@ pub fn bearer(
             let Some(key) = sent else {
                 return unauthorized(&[format!("Bearer realm={realm}")], "bearer token required");
             };
-            match keys.user_for_key(&key).await {
-                Some(user) => {
+            match keys.check_key(&key).await {
+                KeyCheck::Valid(user) => {
                     req.extensions_mut().insert(User(user));
                     next.run(req).await
                 }
-                None => unauthorized(
+                KeyCheck::Unknown => unauthorized(
                     &[format!("Bearer realm={realm}, error=\"invalid_token\"")],
                     "unknown or revoked API key",
                 ),
+                KeyCheck::Revoked => {
+                    let mut res = unauthorized(
+                        &[format!("Bearer realm={realm}, error=\"invalid_token\"")],
+                        "revoked API key",
+                    );
+                    *res.status_mut() = StatusCode::FORBIDDEN;
+                    res
+                }
+                KeyCheck::Unavailable => {
+                    let detail = "API keys cannot be checked now";
+                    let mut res = crate::error::generated(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        detail.to_owned(),
+                        detail,
+                    );
+                    res.headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                    res
+                }
             }
         })
     }
