@@ -9,6 +9,7 @@
 //! | `GET /<id>/result` | the result (`ETag`, `304` on `If-None-Match`); `409` before success |
 //! | `POST /<id>/cancel` | `202` with the task (a queued task is cancelled; a running one is asked to stop) |
 //! | `GET /<id>/events` | server-sent events: the task after each change, until it is final |
+//! | `GET /openapi.json`, `GET /docs` | the OpenAPI 3.1 document of these routes, and a page of it |
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,10 +19,12 @@ use celer::sse::{Event, EventStream};
 use celer::{App, IntoResponse, Request, Response};
 use futures_util::StreamExt;
 use http::{HeaderValue, StatusCode, header};
+use celer::openapi::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::limits;
+use crate::openapi as doc;
 use crate::model::{
     ListFilter, NewTask, Submitted, Task, TaskId, now_millis, parse_rfc3339, rfc3339,
 };
@@ -84,26 +87,40 @@ impl IntoResponse for ApiError {
 type ApiResult = Result<Response, ApiError>;
 
 /// A submission as posted.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Submit {
+#[schemars(example = serde_json::json!({ "kind": "echo", "input": { "value": "hello" } }))]
+pub(crate) struct Submit {
+    /// The kind's name (`echo` is always there).
     kind: String,
+    /// The kind's input.
     #[serde(default)]
     input: Value,
+    /// Higher runs first among due tasks.
     #[serde(default)]
     priority: i32,
+    /// Not before this time (RFC 3339); now by default.
+    #[schemars(extend("format" = "date-time"))]
     run_at: Option<String>,
+    /// Run time limit per attempt, in milliseconds.
+    #[schemars(range(min = 1, max = limits::MAX_TIMEOUT.as_millis() as u64))]
     timeout_ms: Option<u64>,
+    /// Attempts before the task is dead.
+    #[schemars(range(min = 1, max = limits::MAX_ATTEMPTS))]
     max_attempts: Option<u32>,
 }
 
 /// `GET /` query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+pub(crate) struct ListQuery {
+    /// Only these states, comma-separated (`queued,running`).
     state: Option<String>,
+    /// Only this kind.
     kind: Option<String>,
+    /// At most this many (1 to 1000, 100 by default; clamped).
     limit: Option<usize>,
+    /// The `next_cursor` of the page before.
     cursor: Option<TaskId>,
 }
 
@@ -112,20 +129,35 @@ pub fn app(tasks: &Tasks) -> App {
     let mut app = App::new();
     app.body_limit(limits::MAX_SUBMIT_BYTES);
     let t = tasks.clone();
-    app.post("", move |req| submit(t.clone(), req));
+    app.post("", move |req| submit(t.clone(), req))
+        .name("celer_tasks.submit")
+        .describe(doc::submit);
     let t = tasks.clone();
-    app.get("", move |req| list(t.clone(), req));
+    app.get("", move |req| list(t.clone(), req))
+        .name("celer_tasks.list")
+        .describe(doc::list);
     let t = tasks.clone();
-    app.get("/stats", move |_req| stats(t.clone()));
+    app.get("/stats", move |_req| stats(t.clone()))
+        .name("celer_tasks.stats")
+        .describe(doc::stats);
     let t = tasks.clone();
     app.get("/<int:id>", move |req| show(t.clone(), req))
-        .name(TASK_ROUTE);
+        .name(TASK_ROUTE)
+        .describe(doc::show);
     let t = tasks.clone();
-    app.get("/<int:id>/result", move |req| result(t.clone(), req));
+    app.get("/<int:id>/result", move |req| result(t.clone(), req))
+        .name("celer_tasks.result")
+        .describe(doc::result);
     let t = tasks.clone();
-    app.post("/<int:id>/cancel", move |req| cancel(t.clone(), req));
+    app.post("/<int:id>/cancel", move |req| cancel(t.clone(), req))
+        .name("celer_tasks.cancel")
+        .describe(doc::cancel);
     let t = tasks.clone();
-    app.get("/<int:id>/events", move |req| events(t.clone(), req));
+    app.get("/<int:id>/events", move |req| events(t.clone(), req))
+        .name("celer_tasks.events")
+        .describe(doc::events);
+    // Last: the document describes the routes added before it.
+    doc::serve(&mut app);
     app
 }
 

@@ -42,7 +42,8 @@
 //!   `command`: [`CommandKind`], programs the operator names;
 //! - `runner`: claims, runs, renews leases, records outcomes, purges;
 //! - `tasks`: [`Tasks`], the handle (store thread, runner thread);
-//! - `api`: the HTTP routes; `limits`: every bound.
+//! - `api`: the HTTP routes; `openapi`: their OpenAPI document;
+//!   `limits`: every bound.
 //!
 //! **Architecture Invariant:** the framework (`celer`) never names this
 //! crate or SQLite; this crate uses only its public API.
@@ -52,6 +53,7 @@ pub mod command;
 mod kind;
 pub mod limits;
 pub mod model;
+pub mod openapi;
 mod runner;
 pub mod store;
 mod tasks;

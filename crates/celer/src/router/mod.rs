@@ -69,6 +69,8 @@ pub use self::rule::Rule;
 pub use self::url::{UrlError, UrlParams};
 
 pub(crate) use self::exact::ExactIndex;
+#[cfg(feature = "openapi")]
+pub(crate) use self::rule::{Piece, Segment, Tail};
 pub(crate) use self::method::{N_STANDARD, standard_index, standard_method};
 use self::tree::Node;
 pub(crate) use self::tree::{RawParams, decode};
