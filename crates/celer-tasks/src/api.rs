@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use celer::response::Json;
 use celer::sse::{Event, EventStream};
-use celer::{App, IntoResponse, Request, Response};
+use celer::{App, IntoResponse, MethodSet, Request, Response};
 use futures_util::StreamExt;
 use http::{HeaderValue, StatusCode, header};
-use celer::openapi::JsonSchema;
+use celer::openapi::{JsonSchema, Operation};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -115,12 +115,17 @@ pub(crate) struct Submit {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
     /// Only these states, comma-separated (`queued,running`).
+    #[schemars(regex(
+        pattern = r"^,*((queued|running|succeeded|failed|cancelled|dead)(,+|$))*$"
+    ))]
     state: Option<String>,
     /// Only this kind.
     kind: Option<String>,
     /// At most this many (1 to 1000, 100 by default; clamped).
+    #[schemars(range(max = usize::MAX))]
     limit: Option<usize>,
     /// The `next_cursor` of the page before.
+    #[schemars(range(min = TaskId::MIN, max = TaskId::MAX))]
     cursor: Option<TaskId>,
 }
 
@@ -156,6 +161,18 @@ pub fn app(tasks: &Tasks) -> App {
     app.get("/<int:id>/events", move |req| events(t.clone(), req))
         .name("celer_tasks.events")
         .describe(doc::events);
+    // An id that is not an integer names no task either: the same JSON
+    // 404 as an unknown one, not the router's plain-text answer (found by
+    // schemathesis). After the typed routes, so they are tried first.
+    for (methods, rule) in [
+        (MethodSet::GET, "/<id>"),
+        (MethodSet::GET, "/<id>/result"),
+        (MethodSet::POST, "/<id>/cancel"),
+        (MethodSet::GET, "/<id>/events"),
+    ] {
+        app.route(methods, rule, |_req: Request| async { not_found() })
+            .describe(Operation::hidden);
+    }
     // Last: the document describes the routes added before it.
     doc::serve(&mut app);
     app
