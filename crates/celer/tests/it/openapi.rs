@@ -138,24 +138,25 @@ fn the_document_has_the_header_and_every_route_with_a_rule() {
     let doc = doc();
     assert_eq!(doc["openapi"], "3.1.0");
     assert_eq!(doc["info"], json!({"title": "Pets", "version": "1.2.3", "description": "A test API"}));
-    let paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
+    let mut paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
+    paths.sort_unstable();
     assert_eq!(
         paths,
         [
-            "/pets",
-            "/pets/{id}",
-            "/signed/{n}",
-            "/by-uuid/{u}",
-            "/tags/{tag}",
-            "/files/{rest}",
-            "/img/{name}.{w}x{h}",
-            "/echo",
-            "/ping",
-            "/old",
             "/admin/users/{uid}",
             "/api/{version}/items/{item}",
+            "/by-uuid/{u}",
+            "/echo",
+            "/files/{rest}",
+            "/img/{name}.{w}x{h}",
+            "/old",
+            "/pets",
+            "/pets/{id}",
+            "/ping",
+            "/signed/{n}",
+            "/tags/{tag}",
         ],
-        "regex and hidden routes are left out; the rest in registration order"
+        "regex and hidden routes are left out"
     );
 }
 
@@ -195,13 +196,18 @@ fn path_parameters_are_typed_from_the_rules() {
 fn methods_are_the_registered_ones_without_implied_head_and_options() {
     let doc = doc();
     let methods = |path: &str| -> Vec<String> {
-        doc["paths"][path].as_object().unwrap().keys().cloned().collect()
+        let mut methods: Vec<String> = doc["paths"][path].as_object().unwrap().keys().cloned().collect();
+        methods.sort_unstable();
+        methods
     };
     assert_eq!(methods("/pets"), ["get", "post"]);
-    assert_eq!(methods("/echo"), ["get", "put", "post", "delete", "options", "head", "patch", "trace"]);
+    assert_eq!(
+        methods("/echo"),
+        ["delete", "get", "head", "options", "patch", "post", "put", "trace"]
+    );
     assert_eq!(methods("/ping"), ["head"]);
     // Two rules of one shape share the path, under the first one's names.
-    assert_eq!(methods("/pets/{id}"), ["get", "put", "delete", "patch"]);
+    assert_eq!(methods("/pets/{id}"), ["delete", "get", "patch", "put"]);
     let patch = &doc["paths"]["/pets/{id}"]["patch"];
     assert_eq!(param(patch, "id")["schema"], json!({"type": "string", "minLength": 1}));
     // Names are operation ids; a route with several methods suffixes them.
