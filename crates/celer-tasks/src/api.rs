@@ -14,20 +14,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use celer::openapi::{JsonSchema, Operation};
 use celer::response::Json;
 use celer::sse::{Event, EventStream};
 use celer::{App, IntoResponse, MethodSet, Request, Response};
 use futures_util::StreamExt;
 use http::{HeaderValue, StatusCode, header};
-use celer::openapi::{JsonSchema, Operation};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::limits;
-use crate::openapi as doc;
 use crate::model::{
     ListFilter, NewTask, Submitted, Task, TaskId, now_millis, parse_rfc3339, rfc3339,
 };
+use crate::openapi as doc;
 use crate::tasks::{CallError, Tasks};
 
 /// Route name of one task, for `Location` and links.
@@ -115,9 +115,7 @@ pub(crate) struct Submit {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
     /// Only these states, comma-separated (`queued,running`).
-    #[schemars(regex(
-        pattern = r"^,*((queued|running|succeeded|failed|cancelled|dead)(,+|$))*$"
-    ))]
+    #[schemars(regex(pattern = r"^,*((queued|running|succeeded|failed|cancelled|dead)(,+|$))*$"))]
     state: Option<String>,
     /// Only this kind.
     kind: Option<String>,

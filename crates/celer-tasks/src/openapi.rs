@@ -121,11 +121,20 @@ pub(crate) fn result(op: Operation) -> Operation {
             false,
             "The result's ETag: answers 304 when it matches",
         )
-        .response_body(200, "The result, as the kind gave it", "application/json", None)
+        .response_body(
+            200,
+            "The result, as the kind gave it",
+            "application/json",
+            None,
+        )
         .response_header::<String>(200, "ETag", "Names the result, which never changes")
         .response(304, "The result is the one the client has")
         .response_header::<String>(304, "ETag", "Names the result");
-    let op = error(task_id(op), 409, "The task has no result (it did not succeed)");
+    let op = error(
+        task_id(op),
+        409,
+        "The task has no result (it did not succeed)",
+    );
     store_errors(op)
 }
 

@@ -14,7 +14,7 @@ const SCHEMATHESIS_BOUND: &str = "240";
 
 /// Test cases per operation and phase: small, so the run stays short.
 /// `docs/decisions/117-openapi.md` has the command for a longer one.
-const MAX_EXAMPLES: &str = "10";
+const MAX_EXAMPLES: &str = "25";
 
 fn serve(dir: &std::path::Path) -> Celer {
     Celer::serve(&[
@@ -70,6 +70,11 @@ fn the_task_api_serves_its_document_and_a_page_of_it() {
             ["schema"]["$ref"],
         "#/components/schemas/ErrorBody"
     );
+    // An id that is not an integer is no task: the API's JSON 404.
+    let reply = curl(&[&format!("{url}/tasks/abc/result")]);
+    assert_eq!(reply.status, 404);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert_eq!(reply.text(), r#"{"error":"no such task"}"#);
     let page = curl(&[&format!("{url}/tasks/docs")]);
     assert_eq!(page.status, 200);
     let html = page.text();
@@ -90,7 +95,14 @@ fn schemathesis_finds_no_failure_in_the_task_api() {
     let schema = format!("{}/tasks/openapi.json", celer.url());
     let report = dir.path().join("schemathesis");
     let out = Command::new("timeout")
-        .args(["-k", "5", SCHEMATHESIS_BOUND, "schemathesis", "run", &schema])
+        .args([
+            "-k",
+            "5",
+            SCHEMATHESIS_BOUND,
+            "schemathesis",
+            "run",
+            &schema,
+        ])
         .args(["--checks", CHECKS])
         .args(["--max-examples", MAX_EXAMPLES])
         // An event stream stays open until its task is final: nothing a

@@ -3,8 +3,8 @@
 use std::collections::{HashMap, HashSet};
 
 use http::Method;
-use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
+use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use super::operation::{Content, Location, Operation, SchemaSource};
@@ -328,10 +328,7 @@ fn content(generator: &mut SchemaGenerator, content: &[Content]) -> Value {
 }
 
 /// The query parameters of a type: its schema's properties.
-fn query_params(
-    generator: &mut SchemaGenerator,
-    make: super::operation::SchemaFn,
-) -> Vec<Value> {
+fn query_params(generator: &mut SchemaGenerator, make: super::operation::SchemaFn) -> Vec<Value> {
     let schema = make(generator);
     let object = match schema.get("$ref").and_then(Value::as_str) {
         Some(reference) => {
@@ -356,9 +353,7 @@ fn query_params(
         .iter()
         .map(|(name, schema)| {
             let mut schema = schema.clone();
-            let description = schema
-                .as_object_mut()
-                .and_then(|s| s.remove("description"));
+            let description = schema.as_object_mut().and_then(|s| s.remove("description"));
             let mut param = json!({
                 "name": name,
                 "in": "query",

@@ -97,7 +97,11 @@ fn operation(out: &mut String, path: &str, method: &str, op: &Value) {
                 "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(p["name"].as_str().unwrap_or("")),
                 escape(p["in"].as_str().unwrap_or("")),
-                if p["required"].as_bool() == Some(true) { "yes" } else { "no" },
+                if p["required"].as_bool() == Some(true) {
+                    "yes"
+                } else {
+                    "no"
+                },
                 inline_schema(&p["schema"]),
                 escape(p["description"].as_str().unwrap_or("")),
             );

@@ -184,7 +184,13 @@ impl Operation {
         required: bool,
         description: impl Into<String>,
     ) -> Self {
-        self.param(Location::Header, name, required, description, subschema::<T>)
+        self.param(
+            Location::Header,
+            name,
+            required,
+            description,
+            subschema::<T>,
+        )
     }
 
     /// Adds a request header with a schema given as it is, e.g. with
@@ -214,7 +220,13 @@ impl Operation {
         required: bool,
         description: impl Into<String>,
     ) -> Self {
-        self.param(Location::Cookie, name, required, description, subschema::<T>)
+        self.param(
+            Location::Cookie,
+            name,
+            required,
+            description,
+            subschema::<T>,
+        )
     }
 
     fn param(
@@ -247,7 +259,11 @@ impl Operation {
         self.request_content(media_type, schema.map(SchemaSource::Given))
     }
 
-    fn request_content(mut self, media_type: impl Into<String>, schema: Option<SchemaSource>) -> Self {
+    fn request_content(
+        mut self,
+        media_type: impl Into<String>,
+        schema: Option<SchemaSource>,
+    ) -> Self {
         let body = self.request.get_or_insert_with(|| RequestBody {
             description: None,
             required: true,

@@ -73,14 +73,12 @@ impl std::str::FromStr for Slug {
 fn app() -> App {
     let mut app = App::new();
     app.register_type::<Slug>("slug", "[a-z0-9-]+");
-    app.get("/pets", ok)
-        .name("list_pets")
-        .describe(|op| {
-            op.summary("Lists pets")
-                .tag("pets")
-                .query::<Filter>()
-                .response_json::<Vec<Pet>>(200, "The pets")
-        });
+    app.get("/pets", ok).name("list_pets").describe(|op| {
+        op.summary("Lists pets")
+            .tag("pets")
+            .query::<Filter>()
+            .response_json::<Vec<Pet>>(200, "The pets")
+    });
     app.post("/pets", ok).name("add_pet").describe(|op| {
         op.request_json::<NewPet>()
             .header_schema(
@@ -137,7 +135,10 @@ fn param<'a>(op: &'a Value, name: &str) -> &'a Value {
 fn the_document_has_the_header_and_every_route_with_a_rule() {
     let doc = doc();
     assert_eq!(doc["openapi"], "3.1.0");
-    assert_eq!(doc["info"], json!({"title": "Pets", "version": "1.2.3", "description": "A test API"}));
+    assert_eq!(
+        doc["info"],
+        json!({"title": "Pets", "version": "1.2.3", "description": "A test API"})
+    );
     let mut paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
     paths.sort_unstable();
     assert_eq!(
@@ -181,7 +182,10 @@ fn path_parameters_are_typed_from_the_rules() {
     );
     assert_eq!(schema("/files/{rest}", "rest")["type"], "string");
     let img = &p["/img/{name}.{w}x{h}"]["get"];
-    assert_eq!(param(img, "name")["schema"], json!({"type": "string", "minLength": 1}));
+    assert_eq!(
+        param(img, "name")["schema"],
+        json!({"type": "string", "minLength": 1})
+    );
     assert_eq!(param(img, "w")["schema"]["minimum"], 0);
     assert_eq!(param(img, "h")["in"], "path");
     assert_eq!(param(img, "h")["required"], true);
@@ -196,24 +200,40 @@ fn path_parameters_are_typed_from_the_rules() {
 fn methods_are_the_registered_ones_without_implied_head_and_options() {
     let doc = doc();
     let methods = |path: &str| -> Vec<String> {
-        let mut methods: Vec<String> = doc["paths"][path].as_object().unwrap().keys().cloned().collect();
+        let mut methods: Vec<String> = doc["paths"][path]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
         methods.sort_unstable();
         methods
     };
     assert_eq!(methods("/pets"), ["get", "post"]);
     assert_eq!(
         methods("/echo"),
-        ["delete", "get", "head", "options", "patch", "post", "put", "trace"]
+        [
+            "delete", "get", "head", "options", "patch", "post", "put", "trace"
+        ]
     );
     assert_eq!(methods("/ping"), ["head"]);
     // Two rules of one shape share the path, under the first one's names.
     assert_eq!(methods("/pets/{id}"), ["delete", "get", "patch", "put"]);
     let patch = &doc["paths"]["/pets/{id}"]["patch"];
-    assert_eq!(param(patch, "id")["schema"], json!({"type": "string", "minLength": 1}));
+    assert_eq!(
+        param(patch, "id")["schema"],
+        json!({"type": "string", "minLength": 1})
+    );
     // Names are operation ids; a route with several methods suffixes them.
     assert_eq!(doc["paths"]["/pets/{id}"]["get"]["operationId"], "pet");
-    assert_eq!(doc["paths"]["/pets/{id}"]["put"]["operationId"], "edit_pet_put");
-    assert_eq!(doc["paths"]["/pets/{id}"]["delete"]["operationId"], "edit_pet_delete");
+    assert_eq!(
+        doc["paths"]["/pets/{id}"]["put"]["operationId"],
+        "edit_pet_put"
+    );
+    assert_eq!(
+        doc["paths"]["/pets/{id}"]["delete"]["operationId"],
+        "edit_pet_delete"
+    );
     assert!(doc["paths"]["/echo"]["get"].get("operationId").is_none());
     assert_eq!(doc["paths"]["/old"]["get"]["deprecated"], true);
 }
@@ -221,9 +241,16 @@ fn methods_are_the_registered_ones_without_implied_head_and_options() {
 #[test]
 fn undescribed_routes_have_a_default_response() {
     let doc = doc();
-    let responses = doc["paths"]["/signed/{n}"]["get"]["responses"].as_object().unwrap();
+    let responses = doc["paths"]["/signed/{n}"]["get"]["responses"]
+        .as_object()
+        .unwrap();
     assert_eq!(responses.keys().collect::<Vec<_>>(), ["default"]);
-    assert!(responses["default"]["description"].as_str().unwrap().contains("not describe"));
+    assert!(
+        responses["default"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("not describe")
+    );
 }
 
 #[test]
@@ -239,31 +266,58 @@ fn bodies_and_query_parameters_come_from_the_types() {
     let new_pet = &schemas["NewPet"];
     assert_eq!(new_pet["additionalProperties"], false);
     assert_eq!(new_pet["required"], json!(["name", "owner"]));
-    assert_eq!(new_pet["properties"]["name"]["description"], "The pet's name.");
-    assert_eq!(new_pet["properties"]["owner"]["$ref"], "#/components/schemas/Owner");
+    assert_eq!(
+        new_pet["properties"]["name"]["description"],
+        "The pet's name."
+    );
+    assert_eq!(
+        new_pet["properties"]["owner"]["$ref"],
+        "#/components/schemas/Owner"
+    );
     // Pet deserializes with `tag` optional and serializes it always: the
     // response's schema is another one, and says so.
     assert_eq!(
         post["responses"]["201"]["content"]["application/json"]["schema"],
         json!({"$ref": "#/components/schemas/Pet.Response"})
     );
-    assert_eq!(schemas["Pet.Response"]["required"], json!(["id", "name", "tag", "owner"]));
+    assert_eq!(
+        schemas["Pet.Response"]["required"],
+        json!(["id", "name", "tag", "owner"])
+    );
     // Owner is the same both ways: one schema.
-    assert_eq!(schemas["Pet.Response"]["properties"]["owner"]["$ref"], "#/components/schemas/Owner");
+    assert_eq!(
+        schemas["Pet.Response"]["properties"]["owner"]["$ref"],
+        "#/components/schemas/Owner"
+    );
     assert!(schemas.get("Owner.Response").is_none());
-    assert_eq!(post["responses"]["201"]["headers"]["Location"]["schema"]["type"], "string");
-    assert_eq!(post["responses"]["default"]["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Problem");
+    assert_eq!(
+        post["responses"]["201"]["headers"]["Location"]["schema"]["type"],
+        "string"
+    );
+    assert_eq!(
+        post["responses"]["default"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/Problem"
+    );
     let key = param(post, "Idempotency-Key");
-    assert_eq!((&key["in"], &key["required"]), (&json!("header"), &json!(false)));
+    assert_eq!(
+        (&key["in"], &key["required"]),
+        (&json!("header"), &json!(false))
+    );
     assert_eq!(key["schema"]["maxLength"], 64);
     // The query type's properties are parameters, without null.
     let get = &doc["paths"]["/pets"]["get"];
     let limit = param(get, "limit");
-    assert_eq!((&limit["in"], &limit["required"]), (&json!("query"), &json!(false)));
+    assert_eq!(
+        (&limit["in"], &limit["required"]),
+        (&json!("query"), &json!(false))
+    );
     assert_eq!(limit["schema"]["type"], "integer");
     assert_eq!(limit["description"], "At most this many.");
     assert_eq!(param(get, "species")["required"], true);
-    assert!(schemas.get("Filter").is_none(), "a query type is not a schema of its own");
+    assert!(
+        schemas.get("Filter").is_none(),
+        "a query type is not a schema of its own"
+    );
     assert_eq!(get["tags"], json!(["pets"]));
     assert_eq!(
         get["responses"]["200"]["content"]["application/json"]["schema"]["items"]["$ref"],
@@ -274,7 +328,9 @@ fn bodies_and_query_parameters_come_from_the_types() {
     collect_refs(&doc, &mut refs);
     assert!(refs.len() > 5);
     for r in refs {
-        let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{r}"));
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .unwrap_or_else(|| panic!("{r}"));
         assert!(schemas.get(name).is_some(), "dangling {r}");
     }
 }
@@ -312,12 +368,18 @@ fn served_under_a_mount_the_paths_carry_the_prefix() {
         // The document's own routes are not in it.
         assert_eq!(paths, ["/v1", "/v1/things/{id}"]);
         let page = client.get("/v1/docs").await;
-        assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+        assert_eq!(
+            page.header("content-type"),
+            Some("text/html; charset=utf-8")
+        );
         let html = page.text();
         assert!(html.contains("<a href=\"/v1/openapi.json\">"), "{html}");
         assert!(html.contains("<code>/v1/things/{id}</code>"));
         assert!(!html.contains("<script"));
-        assert!(!html.contains("http://") && !html.contains("https://"), "nothing from elsewhere");
+        assert!(
+            !html.contains("http://") && !html.contains("https://"),
+            "nothing from elsewhere"
+        );
     });
 }
 
