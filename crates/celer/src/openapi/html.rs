@@ -66,14 +66,13 @@ pub(crate) fn page(doc: &Value, json_url: &str) -> String {
 
 fn operation(out: &mut String, path: &str, method: &str, op: &Value) {
     let class = match op["deprecated"].as_bool() {
-        Some(true) => " deprecated",
+        Some(true) => " class=\"deprecated\"",
         _ => "",
     };
     let _ = write!(
         out,
-        "<section class=\"op\"><h3 class=\"{c}\"><span class=\"method {m}\">{m}</span> \
+        "<section class=\"op\"><h3{class}><span class=\"method {m}\">{m}</span> \
          <code>{p}</code></h3>",
-        c = class.trim(),
         m = escape(method),
         p = escape(path),
     );
@@ -210,6 +209,7 @@ mod tests {
             "openapi": "3.1.0",
             "info": { "title": "<T>", "version": "1" },
             "paths": { "/a": { "get": {
+                "deprecated": true,
                 "responses": { "200": { "description": "ok", "content": {
                     "application/json": { "schema": { "$ref": "#/components/schemas/A" } }
                 } } }
@@ -220,6 +220,7 @@ mod tests {
         assert!(html.contains("<title>&lt;T&gt;</title>"));
         assert!(html.contains("<a href=\"#schema-A\">#/components/schemas/A</a>"));
         assert!(html.contains("id=\"schema-A\""));
+        assert!(html.contains("<h3 class=\"deprecated\"><span class=\"method get\">get</span>"));
         assert!(!html.contains("<script"));
     }
 }
