@@ -192,9 +192,15 @@ struct Served {
 }
 
 impl Served {
-    /// The mount prefix, from the request's path and the route's own rule.
+    /// The mount prefix, from the request's path and the route's own rule
+    /// (a trailing slash that the app's policy let through left out).
     fn prefix<'r>(req: &'r Request, rule: &str) -> &'r str {
-        req.path().strip_suffix(rule).unwrap_or("")
+        let path = req.path();
+        let path = match rule.ends_with('/') {
+            true => path,
+            false => path.strip_suffix('/').unwrap_or(path),
+        };
+        path.strip_suffix(rule).unwrap_or("")
     }
 
     fn json(&self, req: &Request) -> Response {

@@ -357,6 +357,7 @@ fn served_under_a_mount_the_paths_carry_the_prefix() {
         api.get("", ok).name("root");
         api.get("/things/<uint:id>", ok);
         OpenApi::new("Things", "1").serve(&mut api, "/openapi.json", "/docs");
+        api.trailing_slash(celer::app::TrailingSlash::Ignore);
         let mut app = App::new();
         app.mount("/v1", api);
         let client = TestClient::new(app);
@@ -367,6 +368,9 @@ fn served_under_a_mount_the_paths_carry_the_prefix() {
         let paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
         // The document's own routes are not in it.
         assert_eq!(paths, ["/v1", "/v1/things/{id}"]);
+        // A trailing slash the app lets through does not change the prefix.
+        let again: Value = client.get("/v1/openapi.json/").await.json();
+        assert_eq!(again, doc);
         let page = client.get("/v1/docs").await;
         assert_eq!(
             page.header("content-type"),
