@@ -116,6 +116,9 @@ fn schemathesis_finds_no_failure_in_the_task_api() {
         .args(["--workers", "1", "--seed", "17", "--no-shrink"])
         .arg("--report-dir")
         .arg(&report)
+        // Its caches and Hypothesis's database go to the temporary
+        // directory: each run starts afresh and the tree stays clean.
+        .current_dir(dir.path())
         .env("SCHEMATHESIS_TELEMETRY", "false")
         .env("NO_COLOR", "1")
         .output()
@@ -128,8 +131,9 @@ fn schemathesis_finds_no_failure_in_the_task_api() {
         String::from_utf8_lossy(&out.stderr)
     );
     // It did test the operations (not an empty run that passes): all but
-    // the event stream.
+    // the event stream. (The exit status is the verdict: the summary line
+    // reads otherwise when schemathesis has a warning, such as many 404s
+    // for ids it made up.)
     assert!(stdout.contains("Selected: 6/7"), "{stdout}");
     assert!(stdout.contains("Tested: 6"), "{stdout}");
-    assert!(stdout.contains("No issues found"), "{stdout}");
 }
