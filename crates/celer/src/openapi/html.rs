@@ -14,7 +14,7 @@ section.op{border:1px solid #ddd;border-radius:6px;margin:1rem 0;padding:.2rem 1
 .method{display:inline-block;min-width:4.5rem;font-weight:700;text-transform:uppercase}\
 .get{color:#0a6}.post{color:#06c}.put,.patch{color:#b60}.delete{color:#c22}\
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;text-align:left;\
-padding:.25rem .5rem;vertical-align:top}.deprecated{text-decoration:line-through}";
+padding:.25rem .5rem;vertical-align:top;overflow-wrap:anywhere}.deprecated{text-decoration:line-through}";
 
 /// The page of `doc`, linking to the JSON at `json_url`.
 pub(crate) fn page(doc: &Value, json_url: &str) -> String {
