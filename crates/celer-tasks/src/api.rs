@@ -11,6 +11,7 @@
 //! | `GET /<id>/events` | server-sent events: the task after each change, until it is final |
 //! | `GET /events` | server-sent events: every task after each change (`event: task`), `event: resync` after falling behind |
 //! | `GET /ui` | the dashboard (with `/ui/app.js`, `/ui/app.css`) |
+//! | `GET /openapi.json`, `GET /docs` | the OpenAPI 3.1 document of these routes, and a page of it |
 //!
 //! With [`TasksConfig::require_key`](crate::TasksConfig::require_key) every
 //! route but the dashboard's needs `Authorization: Bearer <token>`: `401`
@@ -22,9 +23,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use celer::openapi::{JsonSchema, Operation};
 use celer::response::Json;
 use celer::sse::{Event, EventStream};
-use celer::{App, IntoResponse, Request, Response};
+use celer::{App, IntoResponse, MethodSet, Request, Response};
 use futures_util::StreamExt;
 use http::{HeaderValue, StatusCode, header};
 use serde::Deserialize;
@@ -34,6 +36,7 @@ use crate::limits;
 use crate::model::{
     ListFilter, NewTask, Submitted, Task, TaskId, now_millis, parse_rfc3339, rfc3339,
 };
+use crate::openapi as doc;
 use crate::tasks::{CallError, Tasks};
 
 /// Route name of one task, for `Location` and links.
@@ -120,26 +123,43 @@ impl IntoResponse for ApiError {
 type ApiResult = Result<Response, ApiError>;
 
 /// A submission as posted.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Submit {
+#[schemars(example = serde_json::json!({ "kind": "echo", "input": { "value": "hello" } }))]
+pub(crate) struct Submit {
+    /// The kind's name (`echo` is always there).
     kind: String,
+    /// The kind's input.
     #[serde(default)]
     input: Value,
+    /// Higher runs first among due tasks.
     #[serde(default)]
     priority: i32,
+    /// Not before this time (RFC 3339); now by default.
+    #[schemars(extend("format" = "date-time"))]
     run_at: Option<String>,
+    /// Run time limit per attempt, in milliseconds.
+    #[schemars(range(min = 1, max = limits::MAX_TIMEOUT.as_millis() as u64))]
     timeout_ms: Option<u64>,
+    /// Attempts before the task is dead.
+    #[schemars(range(min = 1, max = limits::MAX_ATTEMPTS))]
     max_attempts: Option<u32>,
 }
 
 /// `GET /` query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+pub(crate) struct ListQuery {
+    /// Only these states, comma-separated (`queued,running`).
+    #[schemars(regex(pattern = r"^,*((queued|running|succeeded|failed|cancelled|dead)(,+|$))*$"))]
     state: Option<String>,
+    /// Only this kind.
     kind: Option<String>,
+    /// At most this many (1 to 1000, 100 by default; clamped).
+    #[schemars(range(max = usize::MAX))]
     limit: Option<usize>,
+    /// The `next_cursor` of the page before.
+    #[schemars(range(min = TaskId::MIN, max = TaskId::MAX))]
     cursor: Option<TaskId>,
 }
 
@@ -158,25 +178,68 @@ pub fn app(tasks: &Tasks) -> App {
         }
     };
     let t = tasks.clone();
-    guard(app.post("", move |req| submit(t.clone(), req)));
+    guard(
+        app.post("", move |req| submit(t.clone(), req))
+            .name("celer_tasks.submit")
+            .describe(doc::submit),
+    );
     let t = tasks.clone();
-    guard(app.get("", move |req| list(t.clone(), req)));
+    guard(
+        app.get("", move |req| list(t.clone(), req))
+            .name("celer_tasks.list")
+            .describe(doc::list),
+    );
     let t = tasks.clone();
-    guard(app.get("/stats", move |_req| stats(t.clone())));
+    guard(
+        app.get("/stats", move |_req| stats(t.clone()))
+            .name("celer_tasks.stats")
+            .describe(doc::stats),
+    );
     let t = tasks.clone();
     guard(
         app.get("/<int:id>", move |req| show(t.clone(), req))
-            .name(TASK_ROUTE),
+            .name(TASK_ROUTE)
+            .describe(doc::show),
     );
     let t = tasks.clone();
-    guard(app.get("/<int:id>/result", move |req| result(t.clone(), req)));
+    guard(
+        app.get("/<int:id>/result", move |req| result(t.clone(), req))
+            .name("celer_tasks.result")
+            .describe(doc::result),
+    );
     let t = tasks.clone();
-    guard(app.post("/<int:id>/cancel", move |req| cancel(t.clone(), req)));
+    guard(
+        app.post("/<int:id>/cancel", move |req| cancel(t.clone(), req))
+            .name("celer_tasks.cancel")
+            .describe(doc::cancel),
+    );
     let t = tasks.clone();
-    guard(app.get("/<int:id>/events", move |req| events(t.clone(), req)));
+    guard(
+        app.get("/<int:id>/events", move |req| events(t.clone(), req))
+            .name("celer_tasks.events")
+            .describe(doc::events),
+    );
     let t = tasks.clone();
-    guard(app.get("/events", move |req| crate::dashboard::feed(t.clone(), req)));
+    guard(
+        app.get("/events", move |req| crate::dashboard::feed(t.clone(), req))
+            .name("celer_tasks.feed")
+            .describe(Operation::hidden),
+    );
     crate::dashboard::routes(&mut app);
+    // An id that is not an integer names no task either: the same JSON
+    // 404 as an unknown one, not the router's plain-text answer (found by
+    // schemathesis). After the typed routes, so they are tried first.
+    for (methods, rule) in [
+        (MethodSet::GET, "/<id>"),
+        (MethodSet::GET, "/<id>/result"),
+        (MethodSet::POST, "/<id>/cancel"),
+        (MethodSet::GET, "/<id>/events"),
+    ] {
+        app.route(methods, rule, |_req: Request| async { not_found() })
+            .describe(Operation::hidden);
+    }
+    // Last: the document describes the routes added before it.
+    doc::serve(&mut app);
     app
 }
 

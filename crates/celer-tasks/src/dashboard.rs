@@ -28,15 +28,20 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 
 /// Adds the dashboard's routes to the task API's app.
 pub(crate) fn routes(app: &mut App) {
+    // A page for people, not part of the API's OpenAPI document.
+    let hidden = celer::openapi::Operation::hidden;
     app.get("/ui", |_req: Request| async {
         asset(INDEX_HTML, "text/html; charset=utf-8")
-    });
+    })
+    .describe(hidden);
     app.get("/ui/app.js", |_req: Request| async {
         asset(APP_JS, "text/javascript; charset=utf-8")
-    });
+    })
+    .describe(hidden);
     app.get("/ui/app.css", |_req: Request| async {
         asset(APP_CSS, "text/css; charset=utf-8")
-    });
+    })
+    .describe(hidden);
 }
 
 fn asset(text: &'static str, content_type: &'static str) -> Response {

@@ -49,7 +49,8 @@
 //! - `runner`: claims, runs, renews leases, records outcomes, purges;
 //! - `tasks`: [`Tasks`], the handle (store thread, runner thread);
 //! - `keys`: API keys, their quotas, [`TaskKeys`] for the bearer middleware;
-//! - `api`: the HTTP routes; `results`: results sent in slices;
+//! - `api`: the HTTP routes; `openapi`: their OpenAPI document;
+//!   `results`: results sent in slices;
 //!   `dashboard`: the page at `/ui`; `limits`: every bound.
 //!
 //! **Architecture Invariant:** the framework (`celer`) never names this
@@ -62,6 +63,7 @@ pub mod keys;
 mod kind;
 pub mod limits;
 pub mod model;
+pub mod openapi;
 mod results;
 mod runner;
 pub mod store;

@@ -221,6 +221,8 @@ pub mod form;
 pub mod handler;
 pub mod middleware;
 pub mod multipart;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod ratelimit;
 mod request;
 pub mod response;

@@ -11,6 +11,7 @@ mod gateway_cgi;
 mod hardening;
 mod http2;
 mod inherited;
+mod openapi;
 mod serve_static;
 mod shutdown;
 mod support;

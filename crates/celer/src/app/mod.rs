@@ -130,6 +130,9 @@ pub(crate) struct Route {
     pub(crate) state: Option<Arc<Extensions>>,
     /// The trailing-slash policy of the route's scope, if it set one.
     pub(crate) trailing_slash: Option<TrailingSlash>,
+    /// What the route says of itself in the OpenAPI document.
+    #[cfg(feature = "openapi")]
+    pub(crate) doc: Option<Arc<crate::openapi::Operation>>,
 }
 
 #[derive(Clone)]
@@ -272,6 +275,8 @@ impl App {
             body_limit: None,
             state: None,
             trailing_slash: None,
+            #[cfg(feature = "openapi")]
+            doc: None,
         };
         let id = self.shared_mut().push_route(route);
         RouteBuilder::new(self, id)
@@ -707,6 +712,16 @@ impl StaticRoutes {
                 *slot = id;
             }
         }
+    }
+}
+
+// ===== impl Route =====
+
+impl Route {
+    /// The route's name, if it has one.
+    #[cfg_attr(not(feature = "openapi"), allow(dead_code))]
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.name.as_deref()
     }
 }
 

@@ -74,6 +74,32 @@ impl<'a> RouteBuilder<'a> {
         self
     }
 
+    /// Describes the route for the OpenAPI document: `describe` gets the
+    /// route's description so far (empty at first) and returns it
+    /// completed; see [`openapi::Operation`](crate::openapi::Operation).
+    ///
+    /// ```
+    /// use celer::openapi::{JsonSchema, OpenApi};
+    /// #[derive(serde::Serialize, JsonSchema)]
+    /// struct Health { ok: bool }
+    ///
+    /// let mut app = celer::App::new();
+    /// app.get("/health", |_req: celer::Request| async { "" })
+    ///     .describe(|op| op.summary("Liveness").response_json::<Health>(200, "Alive"));
+    /// let doc = OpenApi::new("Service", "1").document(&app);
+    /// assert_eq!(doc["paths"]["/health"]["get"]["summary"], "Liveness");
+    /// ```
+    #[cfg(feature = "openapi")]
+    pub fn describe(
+        mut self,
+        describe: impl FnOnce(crate::openapi::Operation) -> crate::openapi::Operation,
+    ) -> Self {
+        let route = self.route();
+        let current = route.doc.as_deref().cloned().unwrap_or_default();
+        route.doc = Some(std::sync::Arc::new(describe(current)));
+        self
+    }
+
     /// Sets the body limit, in bytes, for this route; larger bodies are
     /// answered with 413.
     ///

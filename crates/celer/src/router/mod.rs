@@ -70,6 +70,8 @@ pub use self::url::{UrlError, UrlParams};
 
 pub(crate) use self::exact::ExactIndex;
 pub(crate) use self::method::{N_STANDARD, standard_index, standard_method};
+#[cfg(feature = "openapi")]
+pub(crate) use self::rule::{Piece, Segment, Tail};
 use self::tree::Node;
 pub(crate) use self::tree::{RawParams, decode};
 pub(crate) use self::types::ParamKind;

@@ -19,6 +19,7 @@ mod middleware;
 mod multipart;
 mod negotiate;
 mod offload;
+mod openapi;
 mod panics;
 mod ratelimit;
 mod router_table;
