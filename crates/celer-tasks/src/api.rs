@@ -369,8 +369,15 @@ async fn submit(tasks: Tasks, mut req: Request) -> ApiResult {
         .and_then(|user| user.0.parse().ok());
     let ttl = tasks.inner.config.idempotency_ttl;
     let max_queued = tasks.inner.config.max_queued;
+    let events = tasks.inner.publisher();
     let submitted = tasks
-        .call(move |store| store.submit(&new, key.as_deref(), ttl, max_queued, now))
+        .call(move |store| {
+            let submitted = store.submit(&new, key.as_deref(), ttl, max_queued, now)?;
+            if let Submitted::Created(task) = &submitted {
+                events.publish(task);
+            }
+            Ok(submitted)
+        })
         .await?;
     match submitted {
         Submitted::Created(task) => {
@@ -379,7 +386,6 @@ async fn submit(tasks: Tasks, mut req: Request) -> ApiResult {
             if task.run_at <= now {
                 tasks.inner.wake.notify_one();
             }
-            tasks.inner.publish(task.clone());
             Ok(with_task(StatusCode::CREATED, &req, &task))
         }
         Submitted::Existing(task) => Ok(with_task(StatusCode::OK, &req, &task)),
@@ -411,17 +417,21 @@ async fn result(tasks: Tasks, req: Request) -> ApiResult {
 
 async fn cancel(tasks: Tasks, req: Request) -> ApiResult {
     let id = id_of(&req)?;
+    let events = tasks.inner.publisher();
     let task = tasks
-        .call(move |store| store.cancel(id, now_millis()))
+        .call(move |store| {
+            let task = store.cancel(id, now_millis())?;
+            if let Some(task) = task.as_ref().filter(|task| task.state.is_final()) {
+                events.publish(task);
+            }
+            Ok(task)
+        })
         .await?
         .ok_or_else(not_found)?;
     if task.cancel_requested
         && let Some(run) = crate::runner::lock(&tasks.inner.running).get(&id)
     {
         run.cancel.set();
-    }
-    if task.state.is_final() {
-        tasks.inner.publish(task.clone());
     }
     Ok((StatusCode::ACCEPTED, Json(task_json(&task))).into_response())
 }

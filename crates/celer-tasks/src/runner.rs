@@ -100,8 +100,13 @@ async fn claim(
 ) {
     let owner = inner.owner.clone();
     let lease = inner.config.lease;
+    let events = inner.publisher();
     let claimed = inner
-        .call_wait(move |store| store.claim(&owner, free, lease, now_millis()))
+        .call_wait(move |store| {
+            let claimed = store.claim(&owner, free, lease, now_millis())?;
+            claimed.iter().for_each(|task| events.publish(task));
+            Ok(claimed)
+        })
         .await;
     let claimed = match claimed {
         Ok(claimed) => claimed,
@@ -122,7 +127,6 @@ async fn claim(
                 cancel: cancel.clone(),
             },
         );
-        inner.publish(task.clone());
         tasks.spawn_local(execute(inner.clone(), running.clone(), task, cancel));
     }
 }
@@ -179,15 +183,22 @@ async fn execute(inner: Arc<Inner>, running: RunningMap, task: Task, cancel: Can
     let backoff = backoff(inner.config.backoff_base, task.attempts);
     let finished = {
         let claim = claim.clone();
+        let events = inner.publisher();
         inner
-            .call_wait(move |store| store.finish(&claim, &outcome, backoff, now_millis()))
+            .call_wait(move |store| {
+                let finished = store.finish(&claim, &outcome, backoff, now_millis())?;
+                if let Some(task) = &finished {
+                    events.publish(task);
+                }
+                Ok(finished)
+            })
             .await
     };
     lock(&running).remove(&task.id);
     match finished {
-        Ok(Some(task)) => inner.publish(task),
-        // The task moved on (its lease ran out and another attempt began).
-        Ok(None) => {}
+        // Published by the store call; `None`: the task moved on (its lease
+        // ran out and another attempt began).
+        Ok(_) => {}
         Err(err) => {
             tracing::error!(target: "celer::tasks", id = task.id, error = %err, "cannot record an outcome")
         }
@@ -262,17 +273,17 @@ fn progress_reporter(inner: &Arc<Inner>, claim: &Claim) -> Arc<dyn Fn(f64) + Sen
     Arc::new(move |fraction| {
         let Some(inner) = weak.upgrade() else { return };
         let claim = claim.clone();
-        let publisher = inner.clone();
+        let events = inner.publisher();
         runtime.spawn(async move {
-            let stored = publisher
+            let _ = inner
                 .call(move |store| {
                     store.progress(&claim, fraction, now_millis())?;
-                    store.get(claim.id)
+                    if let Some(task) = store.get(claim.id)? {
+                        events.publish(&task);
+                    }
+                    Ok(())
                 })
                 .await;
-            if let Ok(Some(task)) = stored {
-                publisher.publish(task);
-            }
         });
     })
 }

@@ -246,8 +246,25 @@ impl Inner {
         }
     }
 
-    pub(crate) fn publish(&self, task: crate::model::Task) {
-        // No subscriber is not an error.
-        let _ = self.events.send(Arc::new(task));
+    /// A handle that publishes task snapshots. Store calls publish from
+    /// inside their closure, on the store's one thread, right after the
+    /// change is committed: subscribers then see the changes in commit
+    /// order (a task's `queued` before its `running`), which publishing
+    /// after the call returns, from whichever task awaited it, does not
+    /// guarantee.
+    pub(crate) fn publisher(&self) -> Publisher {
+        Publisher(self.events.clone())
+    }
+}
+
+/// Publishes task snapshots to `/events` subscribers (see
+/// [`Inner::publisher`]).
+#[derive(Clone)]
+pub(crate) struct Publisher(broadcast::Sender<Arc<crate::model::Task>>);
+
+impl Publisher {
+    /// Sends a snapshot; no subscriber is not an error.
+    pub(crate) fn publish(&self, task: &crate::model::Task) {
+        let _ = self.0.send(Arc::new(task.clone()));
     }
 }
