@@ -1,5 +1,6 @@
 //! Sessions: data kept across a client's requests, in a server store
-//! ([`MemoryStore`], or any [`SessionStore`]) or in an encrypted cookie
+//! ([`MemoryStore`]; `SqliteStore` with the `sqlite-sessions` feature, kept
+//! across restarts; or any [`SessionStore`]) or in an encrypted cookie
 //! ([`CookieStore`]).
 //!
 //! [`Sessions`] is app (or scope) middleware; handlers take the
@@ -24,6 +25,7 @@
 //! | [`DEFAULT_ABSOLUTE_TIMEOUT`] | 24 hours |
 //! | [`DEFAULT_MAX_SESSION_BYTES`] | 2900 bytes (fits a sealed cookie) |
 //! | [`DEFAULT_MAX_SESSIONS`] | 100,000 in a [`MemoryStore`] |
+//! | `DEFAULT_MAX_SQLITE_SESSIONS` | 1,000,000 in a `SqliteStore` |
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
