@@ -145,18 +145,19 @@ impl CookieJar {
     /// assert_eq!(jar.len(), 3);
     /// ```
     pub fn from_headers(headers: &HeaderMap) -> Result<CookieJar, CookieRejection> {
-        let mut fields = headers.get_all(header::COOKIE).iter();
+        let all = headers.get_all(header::COOKIE);
+        let mut fields = all.iter();
         let text: Box<str> = match (fields.next(), fields.next()) {
             (None, _) => Box::default(),
             // One field, the usual case: checked and copied once.
             (Some(field), None) => {
-                check_fields(std::iter::once(field))?;
+                check_fields(|| std::iter::once(field))?;
                 std::str::from_utf8(field.as_bytes()).map_or_else(|_| Box::default(), Box::from)
             }
             (Some(_), Some(_)) => {
-                check_fields(headers.get_all(header::COOKIE).iter())?;
+                check_fields(|| all.iter())?;
                 let mut text = String::new();
-                for field in headers.get_all(header::COOKIE) {
+                for field in &all {
                     if let Ok(field) = std::str::from_utf8(field.as_bytes()) {
                         text.push_str(field);
                         text.push(';');
@@ -301,16 +302,25 @@ impl CookieJar {
 }
 
 /// Checks the limits on `Cookie` fields: [`MAX_COOKIE_HEADER_BYTES`] over
-/// all of them, [`MAX_COOKIES`] pairs in the UTF-8 ones.
-fn check_fields<'a>(
-    fields: impl Iterator<Item = &'a http::HeaderValue>,
+/// all of them, [`MAX_COOKIES`] pairs in the UTF-8 ones. A field holds at
+/// most one pair more than it has `;`, so the pairs are counted one by
+/// one only when the `;` allow more than the limit.
+fn check_fields<'a, I: Iterator<Item = &'a http::HeaderValue>>(
+    fields: impl Fn() -> I,
 ) -> Result<(), CookieRejection> {
-    let (mut total, mut pairs) = (0usize, 0usize);
-    for field in fields {
+    let (mut total, mut most) = (0usize, 0usize);
+    for field in fields() {
         total = total.saturating_add(field.len());
         if total > MAX_COOKIE_HEADER_BYTES {
             return Err(CookieRejection::TooLarge);
         }
+        most += 1 + memchr::memchr_iter(b';', field.as_bytes()).count();
+    }
+    if most <= MAX_COOKIES {
+        return Ok(());
+    }
+    let mut pairs = 0usize;
+    for field in fields() {
         if let Ok(field) = std::str::from_utf8(field.as_bytes()) {
             pairs += parse_pairs(field).count();
             if pairs > MAX_COOKIES {
@@ -327,9 +337,9 @@ pub(crate) fn find<'h>(
     headers: &'h HeaderMap,
     name: &str,
 ) -> Result<Option<&'h str>, CookieRejection> {
-    check_fields(headers.get_all(header::COOKIE).iter())?;
-    Ok(headers
-        .get_all(header::COOKIE)
+    let all = headers.get_all(header::COOKIE);
+    check_fields(|| all.iter())?;
+    Ok(all
         .iter()
         .filter_map(|field| std::str::from_utf8(field.as_bytes()).ok())
         .find_map(|field| parse_pairs(field).find(|(n, _)| *n == name).map(|(_, v)| v)))
