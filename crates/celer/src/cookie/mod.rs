@@ -342,7 +342,40 @@ pub(crate) fn find<'h>(
     Ok(all
         .iter()
         .filter_map(|field| std::str::from_utf8(field.as_bytes()).ok())
-        .find_map(|field| parse_pairs(field).find(|(n, _)| *n == name).map(|(_, v)| v)))
+        .find_map(|field| find_in(field, name)))
+}
+
+/// `parse_pairs(field).find(|(n, _)| *n == name)`'s value, comparing the
+/// name at each `;` before parsing anything: the pairs of other names are
+/// only skipped. A pair is named `name` exactly when, past leading
+/// whitespace, it starts with `name`, then optional whitespace and `=`.
+fn find_in<'a>(field: &'a str, name: &str) -> Option<&'a str> {
+    let bytes = field.as_bytes();
+    let mut start = 0;
+    while start < bytes.len() {
+        while start < bytes.len() && matches!(bytes[start], b' ' | b'\t') {
+            start += 1;
+        }
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b == b';')
+            .map_or(bytes.len(), |at| start + at);
+        if bytes[start..end].starts_with(name.as_bytes()) {
+            let mut at = start + name.len();
+            while at < end && matches!(bytes[at], b' ' | b'\t') {
+                at += 1;
+            }
+            if at < end && bytes[at] == b'=' {
+                if let Some((found, value)) = parse_pairs(&field[start..end]).next()
+                    && found == name
+                {
+                    return Some(value);
+                }
+            }
+        }
+        start = end + 1;
+    }
+    None
 }
 
 /// `(jar, response)`: the response with the jar's `Set-Cookie` fields
@@ -409,5 +442,53 @@ impl IntoResponse for CookieRejection {
 impl From<CookieRejection> for Error {
     fn from(rejection: CookieRejection) -> Error {
         Error::status(rejection.status(), rejection.detail())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `find` answers what the jar's `get` answers, on tidy and untidy
+    /// fields, several fields, and names that are prefixes of others.
+    #[test]
+    fn find_agrees_with_the_jar() {
+        let cases: &[&[&str]] = &[
+            &["theme=dark; sid=abc; lang=en"],
+            &["sidx=1; sid=2"],
+            &[" sid = \"q\" ;sid=3"],
+            &["a=1", "sid=4; sid=5"],
+            &["sid", "=sid", "si=d; sid=6"],
+            &["x=sid=7; sid\t=8"],
+            &[""],
+            &["sid="],
+        ];
+        for fields in cases {
+            let mut headers = HeaderMap::new();
+            for field in *fields {
+                headers.append(header::COOKIE, field.parse().unwrap());
+            }
+            let jar = CookieJar::from_headers(&headers).unwrap();
+            for name in ["sid", "si", "x", "a", "theme"] {
+                assert_eq!(
+                    find(&headers, name).unwrap(),
+                    jar.get(name),
+                    "{fields:?} {name}"
+                );
+            }
+        }
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            "a=1;".repeat(MAX_COOKIES + 1).parse().unwrap(),
+        );
+        assert_eq!(find(&headers, "a"), Err(CookieRejection::TooMany));
+        // Many `;` but few pairs: within the limit.
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            format!("a=1{}", ";".repeat(200)).parse().unwrap(),
+        );
+        assert_eq!(find(&headers, "a"), Ok(Some("1")));
     }
 }

@@ -54,9 +54,11 @@ CREATE INDEX IF NOT EXISTS celer_sessions_expires ON celer_sessions (expires);
 /// - At most [`DEFAULT_MAX_SQLITE_SESSIONS`] rows
 ///   ([`max_sessions`](Self::max_sessions)).
 /// - One process per file: the row count is kept in memory.
+/// - Calls wait with a deadline, so they need a tokio runtime with its
+///   time driver (every Celer server has one).
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use celer::session::{Record, SessionStore, SqliteStore};
 /// use std::time::Duration;
 ///
