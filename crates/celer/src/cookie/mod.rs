@@ -342,40 +342,7 @@ pub(crate) fn find<'h>(
     Ok(all
         .iter()
         .filter_map(|field| std::str::from_utf8(field.as_bytes()).ok())
-        .find_map(|field| find_in(field, name)))
-}
-
-/// `parse_pairs(field).find(|(n, _)| *n == name)`'s value, comparing the
-/// name at each `;` before parsing anything: the pairs of other names are
-/// only skipped. A pair is named `name` exactly when, past leading
-/// whitespace, it starts with `name`, then optional whitespace and `=`.
-fn find_in<'a>(field: &'a str, name: &str) -> Option<&'a str> {
-    let bytes = field.as_bytes();
-    let mut start = 0;
-    while start < bytes.len() {
-        while start < bytes.len() && matches!(bytes[start], b' ' | b'\t') {
-            start += 1;
-        }
-        let end = bytes[start..]
-            .iter()
-            .position(|&b| b == b';')
-            .map_or(bytes.len(), |at| start + at);
-        if bytes[start..end].starts_with(name.as_bytes()) {
-            let mut at = start + name.len();
-            while at < end && matches!(bytes[at], b' ' | b'\t') {
-                at += 1;
-            }
-            if at < end && bytes[at] == b'=' {
-                if let Some((found, value)) = parse_pairs(&field[start..end]).next()
-                    && found == name
-                {
-                    return Some(value);
-                }
-            }
-        }
-        start = end + 1;
-    }
-    None
+        .find_map(|field| parse_pairs(field).find(|(n, _)| *n == name).map(|(_, v)| v)))
 }
 
 /// `(jar, response)`: the response with the jar's `Set-Cookie` fields
