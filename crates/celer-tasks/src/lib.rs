@@ -54,7 +54,8 @@
 //!   `dashboard`: the page at `/ui`; `limits`: every bound.
 //!
 //! **Architecture Invariant:** the framework (`celer`) never names this
-//! crate or SQLite; this crate uses only its public API.
+//! crate (it names SQLite only in its optional session store); this crate
+//! uses only the framework's public API.
 
 pub mod api;
 pub mod command;

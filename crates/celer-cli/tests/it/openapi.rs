@@ -61,7 +61,9 @@ fn the_task_api_serves_its_document_and_a_page_of_it() {
     let responses: Vec<&String> = submit["responses"].as_object().unwrap().keys().collect();
     assert_eq!(
         responses,
-        ["200", "201", "400", "401", "403", "413", "415", "422", "429", "500", "503"]
+        [
+            "200", "201", "400", "401", "403", "413", "415", "422", "429", "500", "503"
+        ]
     );
     let id = &doc["paths"]["/tasks/{id}"]["get"]["parameters"][0];
     assert_eq!(id["schema"]["type"], "integer");

@@ -114,8 +114,13 @@ pub const MAX_KEYS: usize = 16;
 /// set in this request is also what [`CookieJar::get`] returns afterwards.
 #[derive(Debug, Default, Clone)]
 pub struct CookieJar {
-    /// Name and value of each pair, in request order.
-    pairs: Vec<(Box<str>, Box<str>)>,
+    /// The request's `Cookie` fields (the UTF-8 ones), joined by `;`:
+    /// pairs are parsed from it where asked, so reading a jar costs one
+    /// copy of the fields and no allocation per pair.
+    text: Box<str>,
+    /// Cookies set since, newest first: `None` for a removal. They hide
+    /// the request's pairs of the same name.
+    set: Vec<(Box<str>, Option<Box<str>>)>,
     /// `Set-Cookie` values to send.
     changes: Vec<http::HeaderValue>,
 }
@@ -140,58 +145,79 @@ impl CookieJar {
     /// assert_eq!(jar.len(), 3);
     /// ```
     pub fn from_headers(headers: &HeaderMap) -> Result<CookieJar, CookieRejection> {
-        let mut total = 0usize;
-        let mut pairs = Vec::new();
-        for field in headers.get_all(header::COOKIE) {
-            total = total.saturating_add(field.len());
-            if total > MAX_COOKIE_HEADER_BYTES {
-                return Err(CookieRejection::TooLarge);
+        let all = headers.get_all(header::COOKIE);
+        let mut fields = all.iter();
+        let text: Box<str> = match (fields.next(), fields.next()) {
+            (None, _) => Box::default(),
+            // One field, the usual case: checked and copied once.
+            (Some(field), None) => {
+                check_fields(|| std::iter::once(field))?;
+                std::str::from_utf8(field.as_bytes()).map_or_else(|_| Box::default(), Box::from)
             }
-            let Ok(field) = std::str::from_utf8(field.as_bytes()) else {
-                continue;
-            };
-            for (name, value) in parse_pairs(field) {
-                if pairs.len() == MAX_COOKIES {
-                    return Err(CookieRejection::TooMany);
+            (Some(_), Some(_)) => {
+                check_fields(|| all.iter())?;
+                let mut text = String::new();
+                for field in &all {
+                    if let Ok(field) = std::str::from_utf8(field.as_bytes()) {
+                        text.push_str(field);
+                        text.push(';');
+                    }
                 }
-                pairs.push((name.into(), value.into()));
+                text.into_boxed_str()
             }
-        }
+        };
         Ok(CookieJar {
-            pairs,
+            text,
+            set: Vec::new(),
             changes: Vec::new(),
         })
     }
 
+    /// The request's pairs whose names were not set since.
+    fn request_pairs(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        parse_pairs(&self.text).filter(|(n, _)| !self.set.iter().any(|(s, _)| &**s == *n))
+    }
+
     /// The value of the first cookie called `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .find(|(n, _)| &**n == name)
-            .map(|(_, v)| &**v)
+        if let Some((_, value)) = self.set.iter().find(|(n, _)| &**n == name) {
+            return value.as_deref();
+        }
+        parse_pairs(&self.text)
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
     }
 
     /// The values of every cookie called `name`, in request order.
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.pairs
-            .iter()
-            .filter(move |(n, _)| &**n == name)
-            .map(|(_, v)| &**v)
+        let set = self.set.iter().find(|(n, _)| &**n == name);
+        let from_request = set.is_none().then(|| {
+            parse_pairs(&self.text)
+                .filter(move |(n, _)| *n == name)
+                .map(|(_, v)| v)
+        });
+        set.and_then(|(_, v)| v.as_deref())
+            .into_iter()
+            .chain(from_request.into_iter().flatten())
     }
 
-    /// Every pair, in request order.
+    /// Every pair: those set in this request (newest first), then the
+    /// request's, in request order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        self.pairs.iter().map(|(n, v)| (&**n, &**v))
+        self.set
+            .iter()
+            .filter_map(|(n, v)| Some((&**n, v.as_deref()?)))
+            .chain(self.request_pairs())
     }
 
     /// How many pairs the request carried (plus those set since).
     pub fn len(&self) -> usize {
-        self.pairs.len()
+        self.iter().count()
     }
 
     /// Whether there are no pairs.
     pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
+        self.iter().next().is_none()
     }
 
     /// The verified value of the first signed cookie `name` that one of
@@ -224,10 +250,9 @@ impl CookieJar {
         self.changes.push(encoded);
         let removal = cookie.is_removal();
         let (name, value) = cookie.into_name_value();
-        self.pairs.retain(|(n, _)| **n != *name);
-        if !removal {
-            self.pairs.insert(0, (name.into(), value.into()));
-        }
+        self.set.retain(|(n, _)| **n != *name);
+        self.set
+            .insert(0, (name.into(), (!removal).then(|| value.into())));
         Ok(())
     }
 
@@ -274,6 +299,50 @@ impl CookieJar {
             headers.append(header::SET_COOKIE, value);
         }
     }
+}
+
+/// Checks the limits on `Cookie` fields: [`MAX_COOKIE_HEADER_BYTES`] over
+/// all of them, [`MAX_COOKIES`] pairs in the UTF-8 ones. A field holds at
+/// most one pair more than it has `;`, so the pairs are counted one by
+/// one only when the `;` allow more than the limit.
+fn check_fields<'a, I: Iterator<Item = &'a http::HeaderValue>>(
+    fields: impl Fn() -> I,
+) -> Result<(), CookieRejection> {
+    let (mut total, mut most) = (0usize, 0usize);
+    for field in fields() {
+        total = total.saturating_add(field.len());
+        if total > MAX_COOKIE_HEADER_BYTES {
+            return Err(CookieRejection::TooLarge);
+        }
+        most += 1 + memchr::memchr_iter(b';', field.as_bytes()).count();
+    }
+    if most <= MAX_COOKIES {
+        return Ok(());
+    }
+    let mut pairs = 0usize;
+    for field in fields() {
+        if let Ok(field) = std::str::from_utf8(field.as_bytes()) {
+            pairs += parse_pairs(field).count();
+            if pairs > MAX_COOKIES {
+                return Err(CookieRejection::TooMany);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value of the first cookie `name` in `headers`, under the jar's
+/// limits, without building a jar: what session middleware needs.
+pub(crate) fn find<'h>(
+    headers: &'h HeaderMap,
+    name: &str,
+) -> Result<Option<&'h str>, CookieRejection> {
+    let all = headers.get_all(header::COOKIE);
+    check_fields(|| all.iter())?;
+    Ok(all
+        .iter()
+        .filter_map(|field| std::str::from_utf8(field.as_bytes()).ok())
+        .find_map(|field| parse_pairs(field).find(|(n, _)| *n == name).map(|(_, v)| v)))
 }
 
 /// `(jar, response)`: the response with the jar's `Set-Cookie` fields
@@ -340,5 +409,53 @@ impl IntoResponse for CookieRejection {
 impl From<CookieRejection> for Error {
     fn from(rejection: CookieRejection) -> Error {
         Error::status(rejection.status(), rejection.detail())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `find` answers what the jar's `get` answers, on tidy and untidy
+    /// fields, several fields, and names that are prefixes of others.
+    #[test]
+    fn find_agrees_with_the_jar() {
+        let cases: &[&[&str]] = &[
+            &["theme=dark; sid=abc; lang=en"],
+            &["sidx=1; sid=2"],
+            &[" sid = \"q\" ;sid=3"],
+            &["a=1", "sid=4; sid=5"],
+            &["sid", "=sid", "si=d; sid=6"],
+            &["x=sid=7; sid\t=8"],
+            &[""],
+            &["sid="],
+        ];
+        for fields in cases {
+            let mut headers = HeaderMap::new();
+            for field in *fields {
+                headers.append(header::COOKIE, field.parse().unwrap());
+            }
+            let jar = CookieJar::from_headers(&headers).unwrap();
+            for name in ["sid", "si", "x", "a", "theme"] {
+                assert_eq!(
+                    find(&headers, name).unwrap(),
+                    jar.get(name),
+                    "{fields:?} {name}"
+                );
+            }
+        }
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            "a=1;".repeat(MAX_COOKIES + 1).parse().unwrap(),
+        );
+        assert_eq!(find(&headers, "a"), Err(CookieRejection::TooMany));
+        // Many `;` but few pairs: within the limit.
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            format!("a=1{}", ";".repeat(200)).parse().unwrap(),
+        );
+        assert_eq!(find(&headers, "a"), Ok(Some("1")));
     }
 }

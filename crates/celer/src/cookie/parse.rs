@@ -20,9 +20,8 @@ pub fn parse_pairs(field: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
     Pairs { rest: field }
 }
 
-/// The iterator of [`parse_pairs`]: byte loops over short pairs, cheaper
-/// than `str::split`'s searchers (`;` and `=` are ASCII, so every cut is
-/// on a character boundary).
+/// The iterator of [`parse_pairs`]: `memchr` finds each `;` and `=`
+/// (`;` and `=` are ASCII, so every cut is on a character boundary).
 struct Pairs<'a> {
     rest: &'a str,
 }
@@ -32,11 +31,12 @@ impl<'a> Iterator for Pairs<'a> {
 
     fn next(&mut self) -> Option<(&'a str, &'a str)> {
         while !self.rest.is_empty() {
-            let bytes = self.rest.as_bytes();
-            let end = bytes.iter().position(|&b| b == b';').unwrap_or(bytes.len());
-            let pair = &self.rest[..end];
-            self.rest = &self.rest[(end + 1).min(bytes.len())..];
-            let Some(eq) = pair.bytes().position(|b| b == b'=') else {
+            let (pair, rest) = match memchr::memchr(b';', self.rest.as_bytes()) {
+                Some(end) => (&self.rest[..end], &self.rest[end + 1..]),
+                None => (self.rest, ""),
+            };
+            self.rest = rest;
+            let Some(eq) = memchr::memchr(b'=', pair.as_bytes()) else {
                 continue;
             };
             let name = trim_ows(&pair[..eq]);
@@ -57,10 +57,14 @@ impl<'a> Iterator for Pairs<'a> {
 /// `s` without leading and trailing SP and HTAB (RFC 9110 §5.6.3 OWS).
 fn trim_ows(s: &str) -> &str {
     let bytes = s.as_bytes();
-    let ows = |b: &u8| *b == b' ' || *b == b'\t';
-    let start = bytes.iter().position(|b| !ows(b)).unwrap_or(bytes.len());
-    let end = bytes.iter().rposition(|b| !ows(b)).map_or(start, |i| i + 1);
-    &s[start..end.max(start)]
+    let (mut start, mut end) = (0, bytes.len());
+    while start < end && matches!(bytes[start], b' ' | b'\t') {
+        start += 1;
+    }
+    while end > start && matches!(bytes[end - 1], b' ' | b'\t') {
+        end -= 1;
+    }
+    &s[start..end]
 }
 
 #[cfg(test)]

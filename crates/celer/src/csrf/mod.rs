@@ -58,10 +58,10 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use futures_util::future::BoxFuture;
 use http::{HeaderMap, Method, StatusCode, header};
 use subtle::ConstantTimeEq;
 
+use crate::handler::NextFuture;
 use crate::response::{IntoResponse, Response};
 use crate::session::Session;
 use crate::{Error, Next, Request};
@@ -136,24 +136,26 @@ impl Csrf {
     }
 
     /// The middleware, for [`App::middleware`](crate::App::middleware),
-    /// after the session middleware.
-    pub fn layer(
-        &self,
-    ) -> impl Fn(Request, Next) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static
-    {
+    /// after the session middleware. A request of a safe method goes on
+    /// as it came, at no cost beyond the method's check.
+    pub fn layer(&self) -> impl Fn(Request, Next) -> NextFuture + Clone + Send + Sync + 'static {
         let config = self.config.clone();
-        move |req, next| Box::pin(run(config.clone(), req, next))
+        move |req: Request, next: Next| {
+            // RFC 9110 §9.2.1: safe methods change nothing and are not checked.
+            if matches!(
+                *req.method(),
+                Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+            ) {
+                next.run(req)
+            } else {
+                NextFuture::boxed(Box::pin(run(config.clone(), req, next)))
+            }
+        }
     }
 }
 
+/// The checks of a request of an unsafe method.
 async fn run(config: Arc<Config>, mut req: Request, next: Next) -> Response {
-    // RFC 9110 §9.2.1: safe methods change nothing and are not checked.
-    if matches!(
-        *req.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    ) {
-        return next.run(req).await;
-    }
     if let Err(refused) = check_origin(&config, req.headers(), req.uri()) {
         return refused.into_response();
     }

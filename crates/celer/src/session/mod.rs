@@ -1,5 +1,6 @@
 //! Sessions: data kept across a client's requests, in a server store
-//! ([`MemoryStore`], or any [`SessionStore`]) or in an encrypted cookie
+//! ([`MemoryStore`]; `SqliteStore` with the `sqlite-sessions` feature, kept
+//! across restarts; or any [`SessionStore`]) or in an encrypted cookie
 //! ([`CookieStore`]).
 //!
 //! [`Sessions`] is app (or scope) middleware; handlers take the
@@ -24,6 +25,7 @@
 //! | [`DEFAULT_ABSOLUTE_TIMEOUT`] | 24 hours |
 //! | [`DEFAULT_MAX_SESSION_BYTES`] | 2900 bytes (fits a sealed cookie) |
 //! | [`DEFAULT_MAX_SESSIONS`] | 100,000 in a [`MemoryStore`] |
+//! | `DEFAULT_MAX_SQLITE_SESSIONS` | 1,000,000 in a `SqliteStore` |
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -57,6 +59,8 @@
 //! # });
 //! ```
 
+#[cfg(feature = "sqlite-sessions")]
+mod sqlite;
 mod store;
 
 use std::sync::{Arc, Mutex};
@@ -67,6 +71,11 @@ use http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "sqlite-sessions")]
+pub use self::sqlite::{
+    DEFAULT_MAX_SQLITE_SESSIONS, DEFAULT_PURGE_INTERVAL, SQLITE_QUEUE, SQLITE_QUEUE_WAIT,
+    SqliteStore,
+};
 pub use self::store::{
     CookieStore, DEFAULT_MAX_SESSIONS, MemoryStore, SessionStore, StoreError, new_id,
 };
@@ -224,8 +233,9 @@ impl Sessions {
 
 async fn run(config: Arc<Config>, mut req: Request, next: Next) -> Response {
     use crate::IntoResponse as _;
-    let incoming = match CookieJar::from_headers(req.headers()) {
-        Ok(jar) => jar.get(&config.cookie_name).map(str::to_owned),
+    // The jar's limits (a `431` past them), without building a jar.
+    let incoming = match crate::cookie::find(req.headers(), &config.cookie_name) {
+        Ok(value) => value.map(Box::from),
         Err(rejection) => return rejection.into_response(),
     };
     let session = Session {
@@ -258,14 +268,15 @@ impl std::fmt::Debug for Session {
 struct Inner {
     config: Arc<Config>,
     /// The handle the request's cookie carried.
-    incoming: Option<String>,
+    incoming: Option<Box<str>>,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    /// `None` until first read.
-    record: Option<Record>,
+    /// `None` until first read. Shared with the store until changed
+    /// (copied on the first write).
+    record: Option<Arc<Record>>,
     /// Whether the incoming handle named a live session.
     live: bool,
     changed: bool,
@@ -287,8 +298,11 @@ impl Session {
             return Ok(());
         }
         let config = &self.inner.config;
-        let loaded = match &self.inner.incoming {
-            Some(handle) => config.store.load(handle).await?,
+        let loaded = match self.inner.incoming.as_deref() {
+            Some(handle) => match config.store.load_now(handle) {
+                Some(answer) => answer?,
+                None => config.store.load(handle).await?,
+            },
             None => None,
         };
         let now = now_ms();
@@ -304,7 +318,7 @@ impl Session {
             // Refresh the last use at most every quarter of the idle
             // timeout: a save, not one per request.
             if state.live && now.saturating_sub(record.seen) > idle / 4 {
-                record.seen = now;
+                Arc::make_mut(&mut record).seen = now;
                 state.changed = true;
             }
             state.record = Some(record);
@@ -329,7 +343,7 @@ impl Session {
         let value = serde_json::to_value(value).map_err(Error::internal)?;
         let max = self.inner.config.max_bytes;
         let mut state = self.lock();
-        let record = state.record.get_or_insert_with(Record::new);
+        let record = Arc::make_mut(state.record.get_or_insert_with(Default::default));
         let old = record.data.insert(key.to_owned(), value);
         let size = serde_json::to_vec(&record.data).map_or(usize::MAX, |v| v.len());
         if size > max {
@@ -350,7 +364,10 @@ impl Session {
     pub async fn remove(&self, key: &str) -> Result<Option<serde_json::Value>, Error> {
         self.ensure().await?;
         let mut state = self.lock();
-        let old = state.record.as_mut().and_then(|r| r.data.remove(key));
+        let old = match state.record.as_mut() {
+            Some(record) if record.data.contains_key(key) => Arc::make_mut(record).data.remove(key),
+            _ => None,
+        };
         if old.is_some() {
             state.changed = true;
         }
@@ -373,7 +390,7 @@ impl Session {
     pub async fn destroy(&self) -> Result<(), Error> {
         self.ensure().await?;
         let mut state = self.lock();
-        state.record = Some(Record::new());
+        state.record = Some(Arc::default());
         state.destroyed = true;
         state.changed = false;
         Ok(())

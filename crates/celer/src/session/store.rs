@@ -3,7 +3,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::Mutex;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -49,8 +50,21 @@ impl std::error::Error for StoreError {
 /// and forgets them after `ttl`; the framework asks it to delete the old
 /// id when a session is rotated or destroyed, so no id outlives a login.
 pub trait SessionStore: Send + Sync + 'static {
-    /// The record `handle` names, or `None` when unknown or expired.
-    fn load<'a>(&'a self, handle: &'a str) -> BoxFuture<'a, Result<Option<Record>, StoreError>>;
+    /// The record `handle` names, or `None` when unknown or expired. The
+    /// record is shared (a store in memory hands out its own); a session
+    /// copies it only when it changes it.
+    fn load<'a>(
+        &'a self,
+        handle: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<Record>>, StoreError>>;
+
+    /// What [`load`](Self::load) would answer, for a store that can answer
+    /// without waiting (one in memory): it spares the boxed future. `None`
+    /// (the default) means "ask `load`".
+    fn load_now(&self, handle: &str) -> Option<Result<Option<Arc<Record>>, StoreError>> {
+        let _ = handle;
+        None
+    }
 
     /// Stores `record` under `handle`, or under a fresh handle when `None`
     /// (a new or rotated session), kept at least `ttl`; returns the
@@ -98,9 +112,31 @@ pub struct MemoryStore {
     inner: Mutex<Memory>,
 }
 
+/// Hashes a session id by its first 8 bytes. Ids are 256 random bits
+/// the store minted, so they spread evenly without a keyed hash; a forged
+/// id only costs its own lookup (lookups never insert), so it cannot
+/// crowd a bucket.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut word = [0u8; 8];
+        let n = bytes.len().min(8);
+        word[..n].copy_from_slice(&bytes[..n]);
+        // Mixed in: `str`'s hash also writes a 0xff terminator.
+        self.0 =
+            (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 #[derive(Debug, Default)]
 struct Memory {
-    map: HashMap<String, (Record, Instant)>,
+    map: HashMap<String, (Arc<Record>, Instant), BuildHasherDefault<IdHasher>>,
     /// Ids in the order they were first saved; ids already gone are
     /// skipped when evicting.
     order: VecDeque<String>,
@@ -144,18 +180,30 @@ impl Default for MemoryStore {
     }
 }
 
-impl SessionStore for MemoryStore {
-    fn load<'a>(&'a self, handle: &'a str) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+impl MemoryStore {
+    fn find(&self, handle: &str) -> Option<Arc<Record>> {
         let mut memory = self.lock();
-        let found = match memory.map.get(handle) {
+        match memory.map.get(handle) {
             Some((record, until)) if *until > Instant::now() => Some(record.clone()),
             Some(_) => {
                 memory.map.remove(handle);
                 None
             }
             None => None,
-        };
-        Box::pin(std::future::ready(Ok(found)))
+        }
+    }
+}
+
+impl SessionStore for MemoryStore {
+    fn load<'a>(
+        &'a self,
+        handle: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<Record>>, StoreError>> {
+        Box::pin(std::future::ready(Ok(self.find(handle))))
+    }
+
+    fn load_now(&self, handle: &str) -> Option<Result<Option<Arc<Record>>, StoreError>> {
+        Some(Ok(self.find(handle)))
     }
 
     fn save<'a>(
@@ -181,7 +229,9 @@ impl SessionStore for MemoryStore {
                     id
                 }
             };
-            memory.map.insert(id.clone(), (record.clone(), until));
+            memory
+                .map
+                .insert(id.clone(), (Arc::new(record.clone()), until));
             // Ids deleted since keep their place in `order` until
             // evicted; keep it from growing past twice the capacity.
             if memory.order.len() > 2 * self.capacity {
@@ -219,13 +269,25 @@ impl CookieStore {
     }
 }
 
-impl SessionStore for CookieStore {
-    fn load<'a>(&'a self, handle: &'a str) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        let record = self
-            .keys
+impl CookieStore {
+    fn open(&self, handle: &str) -> Option<Arc<Record>> {
+        self.keys
             .decrypt(COOKIE_STORE_AAD, handle)
-            .and_then(|json| serde_json::from_str(&json).ok());
-        Box::pin(std::future::ready(Ok(record)))
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .map(Arc::new)
+    }
+}
+
+impl SessionStore for CookieStore {
+    fn load<'a>(
+        &'a self,
+        handle: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<Record>>, StoreError>> {
+        Box::pin(std::future::ready(Ok(self.open(handle))))
+    }
+
+    fn load_now(&self, handle: &str) -> Option<Result<Option<Arc<Record>>, StoreError>> {
+        Some(Ok(self.open(handle)))
     }
 
     fn save<'a>(
@@ -252,8 +314,15 @@ impl SessionStore for CookieStore {
 /// A shared store: the app keeps a handle (to count or inspect sessions)
 /// while the middleware uses it.
 impl<S: SessionStore> SessionStore for std::sync::Arc<S> {
-    fn load<'a>(&'a self, handle: &'a str) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+    fn load<'a>(
+        &'a self,
+        handle: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<Record>>, StoreError>> {
         (**self).load(handle)
+    }
+
+    fn load_now(&self, handle: &str) -> Option<Result<Option<Arc<Record>>, StoreError>> {
+        (**self).load_now(handle)
     }
 
     fn save<'a>(
@@ -295,7 +364,7 @@ mod tests {
             .secure(true)
             .path("/");
         assert!(cookie.encode().is_ok());
-        assert_eq!(store.load(&sealed).await.unwrap(), Some(record));
+        assert_eq!(store.load(&sealed).await.unwrap().as_deref(), Some(&record));
     }
 
     #[tokio::test]

@@ -1,15 +1,75 @@
-//! Sessions over real sockets: login rotates the id (no fixation), logout
-//! forgets it, idle and absolute expiry, the size limit, lazy loading,
-//! and the encrypted-cookie store with curl's cookie file.
+//! Sessions over real sockets, against each server store (in memory and
+//! SQLite): login rotates the id (no fixation), logout forgets it, idle
+//! and absolute expiry, the size limit, lazy loading; the SQLite store
+//! across a restart, its purge and concurrent writers; and the
+//! encrypted-cookie store with curl's cookie file.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use celer::cookie::EncryptionKeys;
-use celer::session::{CookieStore, MemoryStore, Session, SessionStore, Sessions};
+use celer::session::{
+    CookieStore, MemoryStore, Record, Session, SessionStore, Sessions, SqliteStore,
+};
 use celer::{App, Error, Request};
 
 use crate::wire::{Served, curl};
+
+/// A server store under test; each test runs against every kind.
+enum Store {
+    Memory(Arc<MemoryStore>),
+    /// The store and the directory of its file (removed when the test
+    /// ends).
+    Sqlite {
+        store: SqliteStore,
+        _dir: tempfile::TempDir,
+    },
+}
+
+impl Store {
+    fn all() -> Vec<Store> {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteStore::open(dir.path().join("sessions.sqlite3")).unwrap();
+        vec![
+            Store::Memory(Arc::new(MemoryStore::new())),
+            Store::Sqlite {
+                store: sqlite,
+                _dir: dir,
+            },
+        ]
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Store::Memory(_) => "memory",
+            Store::Sqlite { .. } => "sqlite",
+        }
+    }
+
+    /// Sessions in this store, cookie `sid`, over plain HTTP.
+    fn sessions(&self) -> Sessions {
+        match self {
+            Store::Memory(store) => Sessions::new(store.clone()),
+            Store::Sqlite { store, .. } => Sessions::new(store.clone()),
+        }
+        .cookie_name("sid")
+        .secure(false)
+    }
+
+    async fn len(&self) -> usize {
+        match self {
+            Store::Memory(store) => store.len(),
+            Store::Sqlite { store, .. } => store.len().await.unwrap(),
+        }
+    }
+
+    async fn load(&self, id: &str) -> Option<Arc<Record>> {
+        match self {
+            Store::Memory(store) => store.load(id).await.unwrap(),
+            Store::Sqlite { store, .. } => store.load(id).await.unwrap(),
+        }
+    }
+}
 
 fn app(sessions: &Sessions) -> App {
     async fn login(mut req: Request) -> Result<&'static str, Error> {
@@ -68,90 +128,239 @@ fn pair(res: &celer_test_support::Resp) -> String {
 
 #[tokio::test]
 async fn login_rotates_the_id_and_logout_forgets_it() {
-    let store = Arc::new(MemoryStore::new());
-    let served = Served::start(app(&Sessions::new(store.clone())
-        .cookie_name("sid")
-        .secure(false)))
-    .await;
+    for store in Store::all() {
+        let kind = store.name();
+        let served = Served::start(app(&store.sessions())).await;
 
-    // An attacker's session, planted in the victim's browser.
-    let planted = pair(&get(&served, "/note?len=1", None).await);
-    assert_eq!(store.len(), 1);
-    // The victim logs in with it: a new id; the planted one is gone.
-    let res = get(&served, "/login?user=ada", Some(&planted)).await;
-    let fresh = pair(&res);
-    assert_ne!(fresh, planted);
-    assert_eq!(get(&served, "/me", Some(&fresh)).await.text(), "ada");
-    assert_eq!(get(&served, "/me", Some(&planted)).await.text(), "nobody");
-    assert_eq!(store.len(), 1);
+        // An attacker's session, planted in the victim's browser.
+        let planted = pair(&get(&served, "/note?len=1", None).await);
+        assert_eq!(store.len().await, 1, "{kind}");
+        // The victim logs in with it: a new id; the planted one is gone.
+        let res = get(&served, "/login?user=ada", Some(&planted)).await;
+        let fresh = pair(&res);
+        assert_ne!(fresh, planted, "{kind}");
+        assert_eq!(
+            get(&served, "/me", Some(&fresh)).await.text(),
+            "ada",
+            "{kind}"
+        );
+        assert_eq!(
+            get(&served, "/me", Some(&planted)).await.text(),
+            "nobody",
+            "{kind}"
+        );
+        assert_eq!(store.len().await, 1, "{kind}");
 
-    // Reads save nothing; a route that never reads loads nothing.
-    let res = get(&served, "/me", Some(&fresh)).await;
-    assert!(res.header("set-cookie").is_none());
-    let res = get(&served, "/plain", Some("sid=made-up")).await;
-    assert!(res.header("set-cookie").is_none());
-    // An unknown id reads as no session, and writing mints a fresh id.
-    assert_eq!(
-        get(&served, "/me", Some("sid=made-up")).await.text(),
-        "nobody"
-    );
-    let res = get(&served, "/note?len=1", Some("sid=made-up")).await;
-    assert_ne!(pair(&res), "sid=made-up");
+        // Reads save nothing; a route that never reads loads nothing.
+        let res = get(&served, "/me", Some(&fresh)).await;
+        assert!(res.header("set-cookie").is_none(), "{kind}");
+        let res = get(&served, "/plain", Some("sid=made-up")).await;
+        assert!(res.header("set-cookie").is_none(), "{kind}");
+        // An unknown id reads as no session, and writing mints a fresh id,
+        // also when the unknown id has the shape of a real one.
+        assert_eq!(
+            get(&served, "/me", Some("sid=made-up")).await.text(),
+            "nobody",
+            "{kind}"
+        );
+        let res = get(&served, "/note?len=1", Some("sid=made-up")).await;
+        assert_ne!(pair(&res), "sid=made-up", "{kind}");
+        let shaped = format!("sid={}", "A".repeat(43));
+        let res = get(&served, "/note?len=1", Some(&shaped)).await;
+        assert_ne!(pair(&res), shaped, "{kind}");
 
-    let res = get(&served, "/logout", Some(&fresh)).await;
-    assert!(
-        res.header("set-cookie")
-            .unwrap()
-            .starts_with("sid=; Max-Age=0")
-    );
-    assert_eq!(get(&served, "/me", Some(&fresh)).await.text(), "nobody");
-    served.stop().await;
+        let res = get(&served, "/logout", Some(&fresh)).await;
+        assert!(
+            res.header("set-cookie")
+                .unwrap()
+                .starts_with("sid=; Max-Age=0"),
+            "{kind}"
+        );
+        assert_eq!(
+            get(&served, "/me", Some(&fresh)).await.text(),
+            "nobody",
+            "{kind}"
+        );
+        let id = fresh.strip_prefix("sid=").unwrap();
+        assert!(store.load(id).await.is_none(), "{kind}");
+        served.stop().await;
+    }
 }
 
 #[tokio::test]
 async fn size_limit_refuses_the_insert_and_keeps_the_session() {
-    let sessions = Sessions::new(MemoryStore::new())
-        .cookie_name("sid")
-        .secure(false)
-        .max_bytes(200);
-    let served = Served::start(app(&sessions)).await;
-    let sid = pair(&get(&served, "/login?user=bo", None).await);
-    let res = get(&served, "/note?len=150", Some(&sid)).await;
-    assert_eq!(res.status, 200);
-    let res = get(&served, "/note?len=400", Some(&sid)).await;
-    assert_eq!(res.status, 500);
-    assert!(res.header("set-cookie").is_none());
-    assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "bo");
-    served.stop().await;
+    for store in Store::all() {
+        let kind = store.name();
+        let served = Served::start(app(&store.sessions().max_bytes(200))).await;
+        let sid = pair(&get(&served, "/login?user=bo", None).await);
+        let res = get(&served, "/note?len=150", Some(&sid)).await;
+        assert_eq!(res.status, 200, "{kind}");
+        let res = get(&served, "/note?len=400", Some(&sid)).await;
+        assert_eq!(res.status, 500, "{kind}");
+        assert!(res.header("set-cookie").is_none(), "{kind}");
+        assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "bo", "{kind}");
+        // What the store holds is the session before the refused insert.
+        let record = store.load(sid.strip_prefix("sid=").unwrap()).await.unwrap();
+        assert_eq!(record.data["note"].as_str().unwrap().len(), 150, "{kind}");
+        served.stop().await;
+    }
 }
 
 #[tokio::test]
 async fn idle_and_absolute_expiry_end_the_session() {
-    let idle = Sessions::new(MemoryStore::new())
-        .cookie_name("sid")
-        .secure(false)
-        .idle_timeout(Duration::from_millis(300));
-    let served = Served::start(app(&idle)).await;
-    let sid = pair(&get(&served, "/login?user=cy", None).await);
-    assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "cy");
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "nobody");
+    for store in Store::all() {
+        let kind = store.name();
+        let idle = store.sessions().idle_timeout(Duration::from_millis(300));
+        let served = Served::start(app(&idle)).await;
+        let sid = pair(&get(&served, "/login?user=cy", None).await);
+        assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "cy", "{kind}");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(
+            get(&served, "/me", Some(&sid)).await.text(),
+            "nobody",
+            "{kind}"
+        );
+        // Read as absent, and gone from the store.
+        assert_eq!(store.len().await, 0, "{kind}");
+        served.stop().await;
+    }
+
+    for store in Store::all() {
+        let kind = store.name();
+        // In use all along, but past the absolute timeout.
+        let absolute = store
+            .sessions()
+            .absolute_timeout(Duration::from_millis(500));
+        let served = Served::start(app(&absolute)).await;
+        let sid = pair(&get(&served, "/login?user=di", None).await);
+        for _ in 0..3 {
+            assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "di", "{kind}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(
+            get(&served, "/me", Some(&sid)).await.text(),
+            "nobody",
+            "{kind}"
+        );
+        served.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn sqlite_sessions_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data").join("sessions.sqlite3");
+    let sessions = || {
+        Sessions::new(SqliteStore::open(&file).unwrap())
+            .cookie_name("sid")
+            .secure(false)
+    };
+
+    let served = Served::start(app(&sessions())).await;
+    let sid = pair(&get(&served, "/login?user=ada", None).await);
+    let gone = pair(&get(&served, "/login?user=bob", None).await);
+    assert_eq!(get(&served, "/logout", Some(&gone)).await.status, 200);
     served.stop().await;
 
-    // In use all along, but past the absolute timeout.
-    let absolute = Sessions::new(MemoryStore::new())
-        .cookie_name("sid")
-        .secure(false)
-        .absolute_timeout(Duration::from_millis(500));
-    let served = Served::start(app(&absolute)).await;
-    let sid = pair(&get(&served, "/login?user=di", None).await);
-    for _ in 0..3 {
-        assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "di");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "nobody");
+    // A new server on the same file: the session is there, the ended one
+    // is not.
+    let served = Served::start(app(&sessions())).await;
+    assert_eq!(get(&served, "/me", Some(&sid)).await.text(), "ada");
+    assert_eq!(get(&served, "/me", Some(&gone)).await.text(), "nobody");
     served.stop().await;
+    let store = SqliteStore::open(&file).unwrap();
+    assert_eq!(store.len().await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn sqlite_expired_sessions_read_as_absent_and_are_purged() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("s.sqlite3")).unwrap();
+    let short = Duration::from_millis(200);
+    let a = store.save(None, &Record::new(), short).await.unwrap();
+    let b = store.save(None, &Record::new(), short).await.unwrap();
+    let kept = store
+        .save(None, &Record::new(), Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert_eq!(store.len().await.unwrap(), 3);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Loading an expired one: absent, and its row deleted.
+    assert!(store.load(&a).await.unwrap().is_none());
+    assert_eq!(store.len().await.unwrap(), 2);
+    // Saving under an expired id does not revive it: a fresh id.
+    assert_ne!(
+        store.save(Some(&b), &Record::new(), short).await.unwrap(),
+        b
+    );
+    // An explicit purge takes the rest of the expired rows.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(store.purge().await.unwrap(), 2);
+    assert_eq!(store.len().await.unwrap(), 1);
+    assert!(store.load(&kept).await.unwrap().is_some());
+
+    // The periodic purge: with an interval of zero, every save purges first.
+    let store = store.purge_interval(Duration::ZERO);
+    for _ in 0..5 {
+        store.save(None, &Record::new(), short).await.unwrap();
+    }
+    assert_eq!(store.len().await.unwrap(), 6);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    store
+        .save(Some(&kept), &Record::new(), Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert_eq!(store.len().await.unwrap(), 1);
+
+    // At the limit of rows, the one closest to expiring is evicted.
+    let store = store.max_sessions(2);
+    let later = store
+        .save(None, &Record::new(), Duration::from_secs(900))
+        .await
+        .unwrap();
+    let newest = store
+        .save(None, &Record::new(), Duration::from_secs(900))
+        .await
+        .unwrap();
+    assert_eq!(store.len().await.unwrap(), 2);
+    assert!(store.load(&kept).await.unwrap().is_none());
+    assert!(store.load(&later).await.unwrap().is_some());
+    assert!(store.load(&newest).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn concurrent_requests_for_one_session_do_not_corrupt_it() {
+    for store in Store::all() {
+        let kind = store.name();
+        let served = Served::start(app(&store.sessions())).await;
+        let sid = pair(&get(&served, "/login?user=ada", None).await);
+        // 64 writers at once, each setting the note to its own length.
+        let writes = (1..=64).map(|len| {
+            let served = &served;
+            let sid = sid.as_str();
+            async move { get(served, &format!("/note?len={len}"), Some(sid)).await }
+        });
+        for res in futures_util::future::join_all(writes).await {
+            assert_eq!(res.status, 200, "{kind}");
+            // Writing to a live session keeps its id.
+            assert!(res.header("set-cookie").is_none(), "{kind}");
+        }
+        // One session, whole: the user from the login and one writer's note.
+        assert_eq!(store.len().await, 1, "{kind}");
+        assert_eq!(
+            get(&served, "/me", Some(&sid)).await.text(),
+            "ada",
+            "{kind}"
+        );
+        let record = store.load(sid.strip_prefix("sid=").unwrap()).await.unwrap();
+        let note = record.data["note"].as_str().unwrap();
+        assert!(
+            (1..=64).contains(&note.len()) && note.bytes().all(|b| b == b'n'),
+            "{kind}: {note}"
+        );
+        served.stop().await;
+    }
 }
 
 #[tokio::test]
@@ -186,12 +395,11 @@ async fn cookie_store_with_curl_and_a_tampered_cookie() {
 
 #[tokio::test]
 async fn oversized_cookies_are_431_before_the_handler() {
-    let served = Served::start(app(&Sessions::new(MemoryStore::new())
-        .cookie_name("sid")
-        .secure(false)))
-    .await;
-    let big = format!("sid={}", "a".repeat(celer::cookie::MAX_COOKIE_HEADER_BYTES));
-    let res = get(&served, "/me", Some(&big)).await;
-    assert_eq!(res.status, 431);
-    served.stop().await;
+    for store in Store::all() {
+        let served = Served::start(app(&store.sessions())).await;
+        let big = format!("sid={}", "a".repeat(celer::cookie::MAX_COOKIE_HEADER_BYTES));
+        let res = get(&served, "/me", Some(&big)).await;
+        assert_eq!(res.status, 431, "{}", store.name());
+        served.stop().await;
+    }
 }
