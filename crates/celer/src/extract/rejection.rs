@@ -311,6 +311,15 @@ pub(crate) fn status_of(
     if let Some(err) = err.downcast_ref::<crate::form::FormError>() {
         return Some((err.status(), err.body_text(), err.detail()));
     }
+    if let Some(err) = err.downcast_ref::<crate::session::StoreError>()
+        && err.is_busy()
+    {
+        return Some((
+            err.status(),
+            "session store busy",
+            "The session store is busy; try again shortly.".to_owned(),
+        ));
+    }
     let grouped = err.is::<BytesRejection>()
         || err.is::<TextRejection>()
         || err.is::<JsonRejection>()

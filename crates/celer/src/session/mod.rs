@@ -459,8 +459,13 @@ impl FromRequest for Session {
 
 /// The status of a session store's failure.
 impl StoreError {
-    /// `500`: a store failing is the server's problem.
+    /// `503` when the store is busy (RFC 9110 §15.6.4: a temporary
+    /// overload), else `500`: a store failing is the server's problem.
     pub fn status(&self) -> StatusCode {
-        StatusCode::INTERNAL_SERVER_ERROR
+        if self.is_busy() {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
     }
 }

@@ -101,6 +101,16 @@ impl std::fmt::Debug for SqliteStore {
 
 // By value: it is the argument of `map_err`.
 #[allow(clippy::needless_pass_by_value)]
+/// The store's thread refused the call: busy (its queue stayed full for
+/// `SQLITE_QUEUE_WAIT`: `503`) or stopped (`500`).
+fn dispatch_err(err: crate::dispatch::DispatchError) -> StoreError {
+    if err.is_overloaded() {
+        StoreError::busy(err)
+    } else {
+        StoreError::new(err)
+    }
+}
+
 fn db_err(err: rusqlite::Error) -> StoreError {
     StoreError::new(err.to_string())
 }
@@ -207,7 +217,7 @@ impl SqliteStore {
                 job(&mut db)
             })
             .await
-            .map_err(StoreError::new)?
+            .map_err(dispatch_err)?
             .map_err(db_err)
     }
 }
@@ -339,7 +349,7 @@ impl SessionStore for SqliteStore {
                     db.save(id.as_deref(), &json, ttl, now_ms())
                 })
                 .await
-                .map_err(StoreError::new)?
+                .map_err(dispatch_err)?
         })
     }
 

@@ -20,26 +20,47 @@ use crate::cookie::EncryptionKeys;
 pub const DEFAULT_MAX_SESSIONS: usize = 100_000;
 
 /// A store failed (a database is down, a value did not fit): the request
-/// is answered `500` and the cause logged.
+/// is answered `500` and the cause logged; a store too busy to answer in
+/// time ([`StoreError::busy`]) is answered `503`.
 #[derive(Debug)]
-pub struct StoreError(BoxError);
+pub struct StoreError {
+    cause: BoxError,
+    busy: bool,
+}
 
 impl StoreError {
     /// A store error from any cause.
     pub fn new(cause: impl Into<BoxError>) -> StoreError {
-        StoreError(cause.into())
+        StoreError {
+            cause: cause.into(),
+            busy: false,
+        }
+    }
+
+    /// The store is up but could not take the call in time (its queue is
+    /// full): the client may try again.
+    pub fn busy(cause: impl Into<BoxError>) -> StoreError {
+        StoreError {
+            cause: cause.into(),
+            busy: true,
+        }
+    }
+
+    /// Whether this is [`StoreError::busy`].
+    pub fn is_busy(&self) -> bool {
+        self.busy
     }
 }
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "session store: {}", self.0)
+        write!(f, "session store: {}", self.cause)
     }
 }
 
 impl std::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.0)
+        Some(&*self.cause)
     }
 }
 

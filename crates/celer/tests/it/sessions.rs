@@ -403,3 +403,13 @@ async fn oversized_cookies_are_431_before_the_handler() {
         served.stop().await;
     }
 }
+
+#[test]
+fn a_busy_store_is_a_503_and_a_failed_one_a_500() {
+    let busy = celer::session::StoreError::busy("the store's queue is full");
+    assert!(busy.is_busy());
+    assert_eq!(Error::from(busy).status_code(), 503);
+    let failed = celer::session::StoreError::new("disk I/O error");
+    assert!(!failed.is_busy());
+    assert_eq!(Error::from(failed).status_code(), 500);
+}
