@@ -34,6 +34,7 @@ use crate::limits;
 use crate::model::{
     ListFilter, NewTask, Submitted, Task, TaskId, now_millis, parse_rfc3339, rfc3339,
 };
+use crate::store::Submit as StoreSubmit;
 use crate::tasks::{CallError, Tasks};
 
 /// Route name of one task, for `Location` and links.
@@ -304,10 +305,12 @@ async fn submit(tasks: Tasks, mut req: Request) -> ApiResult {
         .extensions()
         .get::<celer::auth::User>()
         .and_then(|user| user.0.parse().ok());
-    let ttl = tasks.inner.config.idempotency_ttl;
-    let max_queued = tasks.inner.config.max_queued;
     let submitted = tasks
-        .call(move |store| store.submit(&new, key.as_deref(), ttl, max_queued, now))
+        .inner
+        .submit(StoreSubmit {
+            task: new,
+            idempotency_key: key,
+        })
         .await?;
     match submitted {
         Submitted::Created(task) => {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::kind::{Cancel, Context};
 use crate::limits;
 use crate::model::{Outcome, Task, TaskId, now_millis};
-use crate::store::Claim;
+use crate::store::{Claim, Finish};
 use crate::tasks::Inner;
 
 /// How often old tasks and keys are purged.
@@ -25,6 +25,44 @@ pub(crate) struct Running {
 /// The tasks this process runs, by id; shared with the API, whose cancel
 /// stops a local task at once.
 pub(crate) type RunningMap = Arc<Mutex<HashMap<TaskId, Running>>>;
+
+/// Most outcomes committed in one transaction.
+const MAX_FINISH_GROUP: usize = 256;
+
+/// An outcome waiting for its commit, and where to say it is committed:
+/// the task after it, `None` for a stale attempt; the channel is dropped
+/// when the commit failed.
+type Pending = (Finish, tokio::sync::oneshot::Sender<Option<Task>>);
+
+/// Sends outcomes to the group commit.
+type Finisher = tokio::sync::mpsc::UnboundedSender<Pending>;
+
+/// The group commit of outcomes: takes every outcome that is waiting
+/// (up to [`MAX_FINISH_GROUP`]), commits them in one transaction, then
+/// answers each. Outcomes that arrive during a commit wait for the next
+/// one, so a group forms only under load and nothing is held back when
+/// idle; no attempt's outcome is acknowledged (published, its task taken
+/// off the running map) before its commit.
+async fn group_commit(inner: Arc<Inner>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Pending>) {
+    let mut group: Vec<Pending> = Vec::new();
+    while rx.recv_many(&mut group, MAX_FINISH_GROUP).await > 0 {
+        let (finishes, replies): (Vec<Finish>, Vec<_>) = group.drain(..).unzip();
+        let ids: Vec<TaskId> = finishes.iter().map(|f| f.claim.id).collect();
+        match inner
+            .call_wait(move |store| store.finish_many(&finishes, now_millis()))
+            .await
+        {
+            Ok(tasks) => {
+                for (reply, task) in replies.into_iter().zip(tasks) {
+                    let _ = reply.send(task);
+                }
+            }
+            Err(err) => {
+                tracing::error!(target: "celer::tasks", ids = ?ids, error = %err, "cannot record outcomes");
+            }
+        }
+    }
+}
 
 /// The runner thread's body.
 pub(crate) fn run(inner: &Arc<Inner>) {
@@ -48,6 +86,8 @@ async fn main_loop(inner: Arc<Inner>) {
     let renew_every = inner.config.lease / limits::RENEW_FRACTION;
     let mut next_renew = Instant::now() + renew_every;
     let mut next_purge = Instant::now();
+    let (finisher, outcomes) = tokio::sync::mpsc::unbounded_channel();
+    let committer = tokio::task::spawn_local(group_commit(inner.clone(), outcomes));
     while !inner.stop.is_set() {
         while tasks.try_join_next().is_some() {}
         let free = inner
@@ -55,7 +95,7 @@ async fn main_loop(inner: Arc<Inner>) {
             .concurrency
             .saturating_sub(lock(&running).len());
         if free > 0 {
-            claim(&inner, &running, &mut tasks, free).await;
+            claim(&inner, &running, &mut tasks, &finisher, free).await;
         }
         if Instant::now() >= next_renew {
             renew(&inner, &running).await;
@@ -74,6 +114,9 @@ async fn main_loop(inner: Arc<Inner>) {
     // Stopping: drop the running attempts and give their tasks back.
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
+    // Outcomes already sent are committed before the rest is given back.
+    drop(finisher);
+    let _ = committer.await;
     let claims: Vec<Claim> = lock(&running)
         .drain()
         .map(|(id, run)| Claim {
@@ -96,6 +139,7 @@ async fn claim(
     inner: &Arc<Inner>,
     running: &RunningMap,
     tasks: &mut tokio::task::JoinSet<()>,
+    finisher: &Finisher,
     free: usize,
 ) {
     let owner = inner.owner.clone();
@@ -123,7 +167,13 @@ async fn claim(
             },
         );
         inner.publish(task.clone());
-        tasks.spawn_local(execute(inner.clone(), running.clone(), task, cancel));
+        tasks.spawn_local(execute(
+            inner.clone(),
+            running.clone(),
+            finisher.clone(),
+            task,
+            cancel,
+        ));
     }
 }
 
@@ -169,28 +219,37 @@ async fn purge(inner: &Arc<Inner>) {
     }
 }
 
-/// Runs one attempt and records its outcome.
-async fn execute(inner: Arc<Inner>, running: RunningMap, task: Task, cancel: Cancel) {
+/// Runs one attempt and records its outcome (through the group commit).
+async fn execute(
+    inner: Arc<Inner>,
+    running: RunningMap,
+    finisher: Finisher,
+    task: Task,
+    cancel: Cancel,
+) {
     let claim = Claim {
         id: task.id,
         attempt: task.attempts,
     };
     let outcome = attempt(&inner, &task, &claim, &cancel).await;
     let backoff = backoff(inner.config.backoff_base, task.attempts);
-    let finished = {
-        let claim = claim.clone();
-        inner
-            .call_wait(move |store| store.finish(&claim, &outcome, backoff, now_millis()))
-            .await
+    let (reply, committed) = tokio::sync::oneshot::channel();
+    let finish = Finish {
+        claim,
+        outcome,
+        backoff,
+    };
+    let finished = if finisher.send((finish, reply)).is_ok() {
+        committed.await.ok()
+    } else {
+        None
     };
     lock(&running).remove(&task.id);
-    match finished {
-        Ok(Some(task)) => inner.publish(task),
-        // The task moved on (its lease ran out and another attempt began).
-        Ok(None) => {}
-        Err(err) => {
-            tracing::error!(target: "celer::tasks", id = task.id, error = %err, "cannot record an outcome")
-        }
+    // Otherwise the task moved on (its lease ran out and another attempt
+    // began), or the commit failed (logged; the lease runs out and another
+    // attempt runs it).
+    if let Some(Some(task)) = finished {
+        inner.publish(task);
     }
     inner.wake.notify_one();
 }
