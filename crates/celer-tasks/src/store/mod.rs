@@ -97,10 +97,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Several submits in one transaction (a group commit): each as
     /// [`Store::submit`] would answer it, in order, as if made one after
-    /// the other; all committed before this returns. An error of one
-    /// submit is its answer and leaves the others alone; the outer error
-    /// is the group's commit failing (none of them is stored). The default
-    /// runs [`Store::submit`] for each.
+    /// the other; all committed before this returns. The outer error is
+    /// the group failing: none of it is stored. The default runs
+    /// [`Store::submit`] for each, each answer its own.
     fn submit_many(
         &self,
         submits: &[Submit],
