@@ -422,7 +422,7 @@ fn submit_in(
         if let Some(id) = known {
             // The task may have been purged while its key lives on: then
             // the key is free again.
-            if let Some(existing) = get_in(&tx, id)? {
+            if let Some(existing) = get_in(tx, id)? {
                 return Ok(if same_submission(&existing, task) {
                     Submitted::Existing(existing)
                 } else {
@@ -433,7 +433,7 @@ fn submit_in(
     }
     let input_bytes = task.input.len() as u64;
     if let Some(key_id) = task.key_id
-        && let Some(refusal) = key_refusal(&tx, key_id, input_bytes, now)?
+        && let Some(refusal) = key_refusal(tx, key_id, input_bytes, now)?
     {
         return Ok(refusal);
     }
@@ -441,7 +441,7 @@ fn submit_in(
         return Ok(Submitted::QueueFull);
     }
     exec(
-        &tx,
+        tx,
         "INSERT INTO tasks (kind, input, priority, run_at, timeout_ms, max_attempts, state, \
              created_at, updated_at, key_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?7, ?8)",
         params![
@@ -458,19 +458,19 @@ fn submit_in(
     let id = tx.last_insert_rowid();
     if let Some(key_id) = task.key_id {
         exec(
-            &tx,
+            tx,
             "INSERT INTO key_usage (key_id, at, input_bytes) VALUES (?1, ?2, ?3)",
             params![key_id, now, input_bytes as i64],
         )?;
     }
     if let Some(key) = idempotency_key {
         exec(
-            &tx,
+            tx,
             "INSERT OR REPLACE INTO idempotency (key, task_id, expires_at) VALUES (?1, ?2, ?3)",
             params![key, id, now.saturating_add(millis(key_ttl))],
         )?;
     }
-    let created = get_in(&tx, id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+    let created = get_in(tx, id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
     Ok(Submitted::Created(created))
 }
 
