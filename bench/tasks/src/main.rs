@@ -7,7 +7,8 @@
 //!
 //! - `e2e`: N no-op tasks (`echo` of `null`, no delay) submitted by 32
 //!   connections; the time from the first submit until every task is
-//!   `succeeded` (result stored), as tasks per second. Every state change
+//!   `succeeded` (result stored), as tasks per second; and `e2e-cpu`, the
+//!   server threads' CPU per task over that run. Every state change
 //!   is a committed transaction (WAL, `synchronous = NORMAL`).
 //! - `submit-empty` and `submit-10k`: 10,000 submits of tasks due far in the
 //!   future (nothing runs) into an empty store and into one holding 10,000
@@ -37,7 +38,10 @@ impl Conn {
     async fn open(addr: SocketAddr) -> Conn {
         let stream = TcpStream::connect(addr).await.expect("connect");
         stream.set_nodelay(true).unwrap();
-        Conn { stream, buf: Vec::with_capacity(8192) }
+        Conn {
+            stream,
+            buf: Vec::with_capacity(8192),
+        }
     }
 
     /// One request; the status and body.
@@ -80,7 +84,9 @@ fn cpu_of(prefixes: &[&str]) -> f64 {
     let mut total = 0.0;
     for entry in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
         let name = &stat[open + 1..close];
         if !prefixes.iter().any(|p| name.starts_with(p)) {
             continue;
@@ -117,11 +123,20 @@ fn start_server() -> Server {
     let thread = std::thread::Builder::new()
         .name("srv".into())
         .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(app.serve(bound, stop)).unwrap();
         })
         .unwrap();
-    Server { addr, tasks, shutdown, thread, _dir: dir }
+    Server {
+        addr,
+        tasks,
+        shutdown,
+        thread,
+        _dir: dir,
+    }
 }
 
 impl Server {
@@ -154,12 +169,21 @@ async fn succeeded(addr: SocketAddr) -> u64 {
     let (_, body) = conn.call("GET", "/tasks/stats", "").await;
     let text = String::from_utf8(body).unwrap();
     let at = text.find("\"succeeded\":").unwrap() + "\"succeeded\":".len();
-    text[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+    text[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
-fn e2e(client: &tokio::runtime::Runtime, n: usize) -> f64 {
+/// The end-to-end rate (tasks/s) and the server's CPU per task (µs, its
+/// threads' utime+stime from /proc: a figure the machine's other load
+/// barely moves, unlike the rate).
+fn e2e(client: &tokio::runtime::Runtime, n: usize) -> (f64, f64) {
     let server = start_server();
     let addr = server.addr;
+    let before = cpu_of(&SERVER_THREADS);
     let rate = client.block_on(async move {
         let start = Instant::now();
         submit_all(addr, n, r#"{"kind":"echo","input":{"value":null}}"#).await;
@@ -168,8 +192,9 @@ fn e2e(client: &tokio::runtime::Runtime, n: usize) -> f64 {
         }
         n as f64 / start.elapsed().as_secs_f64()
     });
+    let cpu = (cpu_of(&SERVER_THREADS) - before) / n as f64 * 1e6;
     server.stop();
-    rate
+    (rate, cpu)
 }
 
 const FUTURE: &str = r#"{"kind":"echo","input":{"value":null},"run_at":"2999-01-01T00:00:00Z"}"#;
@@ -194,11 +219,16 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut repeats = 3;
     let mut n = 20_000;
+    let mut e2e_only = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--repeats" => repeats = args.next().unwrap().parse().unwrap(),
             "--tasks" => n = args.next().unwrap().parse().unwrap(),
-            other => panic!("unknown argument {other}; usage: tasks-bench [--repeats N] [--tasks N]"),
+            // For instruction counts (callgrind): the end-to-end run alone.
+            "--e2e-only" => e2e_only = true,
+            other => panic!(
+                "unknown argument {other}; usage: tasks-bench [--repeats N] [--tasks N] [--e2e-only]"
+            ),
         }
     }
     let client = tokio::runtime::Builder::new_current_thread()
@@ -207,19 +237,35 @@ fn main() {
         .build()
         .unwrap();
     println!("repeat,scenario,value,unit");
-    let (mut rates, mut empty, mut full) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut rates, mut cpus, mut empty, mut full) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for repeat in 0..repeats {
-        let rate = e2e(&client, n);
+        let (rate, cpu) = e2e(&client, n);
         println!("{repeat},e2e,{rate:.0},tasks/s");
+        println!("{repeat},e2e-cpu,{cpu:.1},server CPU µs per task");
+        rates.push(rate);
+        cpus.push(cpu);
+        if e2e_only {
+            continue;
+        }
         let cost_empty = submit_cost(&client, 0, SUBMITS);
         println!("{repeat},submit-empty,{cost_empty:.1},server CPU µs per submit");
         let cost_full = submit_cost(&client, 10_000, SUBMITS);
         println!("{repeat},submit-10k,{cost_full:.1},server CPU µs per submit");
-        rates.push(rate);
         empty.push(cost_empty);
         full.push(cost_full);
     }
+    eprintln!(
+        "e2e no-op tasks ({n}, {CONNS} connections): {:.0} tasks/s, server CPU {:.1} µs per task (medians of {repeats})",
+        median(rates),
+        median(cpus)
+    );
+    if e2e_only {
+        return;
+    }
     let (e, f) = (median(empty), median(full));
-    eprintln!("e2e no-op tasks ({n}, {CONNS} connections): {:.0} tasks/s (median of {repeats})", median(rates));
-    eprintln!("submit, server CPU: empty queue {e:.1} µs, 10,000 queued {f:.1} µs: ratio {:.2}", f / e);
+    eprintln!(
+        "submit, server CPU: empty queue {e:.1} µs, 10,000 queued {f:.1} µs: ratio {:.2}",
+        f / e
+    );
 }

@@ -37,6 +37,7 @@ use crate::model::{
     ListFilter, NewTask, Submitted, Task, TaskId, now_millis, parse_rfc3339, rfc3339,
 };
 use crate::openapi as doc;
+use crate::store::Submit as StoreSubmit;
 use crate::tasks::{CallError, Tasks};
 
 /// Route name of one task, for `Location` and links.
@@ -367,16 +368,11 @@ async fn submit(tasks: Tasks, mut req: Request) -> ApiResult {
         .extensions()
         .get::<celer::auth::User>()
         .and_then(|user| user.0.parse().ok());
-    let ttl = tasks.inner.config.idempotency_ttl;
-    let max_queued = tasks.inner.config.max_queued;
-    let events = tasks.inner.publisher();
     let submitted = tasks
-        .call(move |store| {
-            let submitted = store.submit(&new, key.as_deref(), ttl, max_queued, now)?;
-            if let Submitted::Created(task) = &submitted {
-                events.publish(task);
-            }
-            Ok(submitted)
+        .inner
+        .submit(StoreSubmit {
+            task: new,
+            idempotency_key: key,
         })
         .await?;
     match submitted {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::kind::{Cancel, Context};
 use crate::limits;
 use crate::model::{Outcome, Task, TaskId, now_millis};
-use crate::store::Claim;
+use crate::store::{Claim, Finish};
 use crate::tasks::Inner;
 
 /// How often old tasks and keys are purged.
@@ -25,6 +25,49 @@ pub(crate) struct Running {
 /// The tasks this process runs, by id; shared with the API, whose cancel
 /// stops a local task at once.
 pub(crate) type RunningMap = Arc<Mutex<HashMap<TaskId, Running>>>;
+
+/// Most outcomes committed in one transaction.
+const MAX_FINISH_GROUP: usize = 256;
+
+/// An outcome waiting for its commit, and where to say it is committed:
+/// the task after it, `None` for a stale attempt; the channel is dropped
+/// when the commit failed.
+type Pending = (Finish, tokio::sync::oneshot::Sender<Option<Task>>);
+
+/// Sends outcomes to the group commit.
+type Finisher = tokio::sync::mpsc::UnboundedSender<Pending>;
+
+/// The group commit of outcomes: takes every outcome that is waiting
+/// (up to [`MAX_FINISH_GROUP`]), commits them in one transaction, then
+/// answers each. Outcomes that arrive during a commit wait for the next
+/// one, so a group forms only under load and nothing is held back when
+/// idle; no attempt's outcome is acknowledged (published, its task taken
+/// off the running map) before its commit.
+async fn group_commit(inner: Arc<Inner>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Pending>) {
+    let mut group: Vec<Pending> = Vec::new();
+    while rx.recv_many(&mut group, MAX_FINISH_GROUP).await > 0 {
+        let (finishes, replies): (Vec<Finish>, Vec<_>) = group.drain(..).unzip();
+        let ids: Vec<TaskId> = finishes.iter().map(|f| f.claim.id).collect();
+        let events = inner.publisher();
+        match inner
+            .call_wait(move |store| {
+                let tasks = store.finish_many(&finishes, now_millis())?;
+                tasks.iter().flatten().for_each(|task| events.publish(task));
+                Ok(tasks)
+            })
+            .await
+        {
+            Ok(tasks) => {
+                for (reply, task) in replies.into_iter().zip(tasks) {
+                    let _ = reply.send(task);
+                }
+            }
+            Err(err) => {
+                tracing::error!(target: "celer::tasks", ids = ?ids, error = %err, "cannot record outcomes");
+            }
+        }
+    }
+}
 
 /// The runner thread's body.
 pub(crate) fn run(inner: &Arc<Inner>) {
@@ -48,6 +91,8 @@ async fn main_loop(inner: Arc<Inner>) {
     let renew_every = inner.config.lease / limits::RENEW_FRACTION;
     let mut next_renew = Instant::now() + renew_every;
     let mut next_purge = Instant::now();
+    let (finisher, outcomes) = tokio::sync::mpsc::unbounded_channel();
+    let committer = tokio::task::spawn_local(group_commit(inner.clone(), outcomes));
     while !inner.stop.is_set() {
         while tasks.try_join_next().is_some() {}
         let free = inner
@@ -55,7 +100,7 @@ async fn main_loop(inner: Arc<Inner>) {
             .concurrency
             .saturating_sub(lock(&running).len());
         if free > 0 {
-            claim(&inner, &running, &mut tasks, free).await;
+            claim(&inner, &running, &mut tasks, &finisher, free).await;
         }
         if Instant::now() >= next_renew {
             renew(&inner, &running).await;
@@ -74,6 +119,9 @@ async fn main_loop(inner: Arc<Inner>) {
     // Stopping: drop the running attempts and give their tasks back.
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
+    // Outcomes already sent are committed before the rest is given back.
+    drop(finisher);
+    let _ = committer.await;
     let claims: Vec<Claim> = lock(&running)
         .drain()
         .map(|(id, run)| Claim {
@@ -96,6 +144,7 @@ async fn claim(
     inner: &Arc<Inner>,
     running: &RunningMap,
     tasks: &mut tokio::task::JoinSet<()>,
+    finisher: &Finisher,
     free: usize,
 ) {
     let owner = inner.owner.clone();
@@ -127,7 +176,13 @@ async fn claim(
                 cancel: cancel.clone(),
             },
         );
-        tasks.spawn_local(execute(inner.clone(), running.clone(), task, cancel));
+        tasks.spawn_local(execute(
+            inner.clone(),
+            running.clone(),
+            finisher.clone(),
+            task,
+            cancel,
+        ));
     }
 }
 
@@ -173,36 +228,33 @@ async fn purge(inner: &Arc<Inner>) {
     }
 }
 
-/// Runs one attempt and records its outcome.
-async fn execute(inner: Arc<Inner>, running: RunningMap, task: Task, cancel: Cancel) {
+/// Runs one attempt and records its outcome (through the group commit).
+async fn execute(
+    inner: Arc<Inner>,
+    running: RunningMap,
+    finisher: Finisher,
+    task: Task,
+    cancel: Cancel,
+) {
     let claim = Claim {
         id: task.id,
         attempt: task.attempts,
     };
     let outcome = attempt(&inner, &task, &claim, &cancel).await;
     let backoff = backoff(inner.config.backoff_base, task.attempts);
-    let finished = {
-        let claim = claim.clone();
-        let events = inner.publisher();
-        inner
-            .call_wait(move |store| {
-                let finished = store.finish(&claim, &outcome, backoff, now_millis())?;
-                if let Some(task) = &finished {
-                    events.publish(task);
-                }
-                Ok(finished)
-            })
-            .await
+    let (reply, committed) = tokio::sync::oneshot::channel();
+    let finish = Finish {
+        claim,
+        outcome,
+        backoff,
     };
-    lock(&running).remove(&task.id);
-    match finished {
-        // Published by the store call; `None`: the task moved on (its lease
-        // ran out and another attempt began).
-        Ok(_) => {}
-        Err(err) => {
-            tracing::error!(target: "celer::tasks", id = task.id, error = %err, "cannot record an outcome")
-        }
+    // The task leaves the running map once its outcome is committed (and
+    // published by the group commit), or the commit failed (logged; the
+    // lease runs out and another attempt runs it).
+    if finisher.send((finish, reply)).is_ok() {
+        let _ = committed.await;
     }
+    lock(&running).remove(&task.id);
     inner.wake.notify_one();
 }
 

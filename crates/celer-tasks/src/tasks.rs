@@ -11,7 +11,26 @@ use tokio::sync::{Notify, broadcast};
 
 use crate::kind::{Cancel, Kinds};
 use crate::limits;
-use crate::store::{Durability, SqliteStore, Store, StoreError};
+use crate::model::{Submitted, now_millis};
+use crate::store::{Durability, SqliteStore, Store, StoreError, Submit};
+
+/// Most submits committed in one transaction.
+const MAX_SUBMIT_GROUP: usize = 256;
+
+/// A submit waiting for the group commit: its number, the submission, and
+/// where its answer goes.
+type PendingSubmit = (
+    u64,
+    Submit,
+    tokio::sync::oneshot::Sender<Result<Submitted, StoreError>>,
+);
+
+/// Submits waiting for the store's thread.
+#[derive(Default)]
+pub(crate) struct SubmitQueue {
+    next: u64,
+    pending: Vec<PendingSubmit>,
+}
 
 /// How a [`Tasks`] runs. [`TasksConfig::new`] has the documented defaults.
 #[derive(Debug, Clone)]
@@ -98,6 +117,8 @@ pub(crate) struct Inner {
     pub(crate) streams: Arc<tokio::sync::Semaphore>,
     /// The tasks this process runs.
     pub(crate) running: crate::runner::RunningMap,
+    /// Submits waiting for their group commit ([`Inner::submit`]).
+    pub(crate) submits: Arc<Mutex<SubmitQueue>>,
     /// The runner's thread, taken by the first shutdown.
     pub(crate) runner: Mutex<Option<JoinHandle<()>>>,
 }
@@ -152,6 +173,7 @@ impl Tasks {
             owner: format!("{}:{}", std::process::id(), fastrand::u64(..)),
             streams: Arc::new(tokio::sync::Semaphore::new(limits::MAX_EVENT_STREAMS)),
             running: Arc::default(),
+            submits: Arc::default(),
             runner: Mutex::new(None),
         });
         let thread = std::thread::Builder::new()
@@ -246,6 +268,48 @@ impl Inner {
         }
     }
 
+    /// Stores a submission through the group commit: the submission joins
+    /// the waiting ones and a flush job is queued on the store's thread
+    /// (its queue bound answers `503` as for any call). The first flush to
+    /// run commits every waiting submission in one transaction and answers
+    /// each after the commit; later flushes find theirs done. Submissions
+    /// that arrive together share a commit, and none waits for a timer.
+    pub(crate) async fn submit(&self, submit: Submit) -> Result<Submitted, CallError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let seq = {
+            let mut queue = self.submits.lock().unwrap_or_else(PoisonError::into_inner);
+            let seq = queue.next;
+            queue.next += 1;
+            queue.pending.push((seq, submit, reply));
+            seq
+        };
+        let queue = self.submits.clone();
+        let store = self.store.clone();
+        let events = self.publisher();
+        let ttl = self.config.idempotency_ttl;
+        let max_queued = self.config.max_queued;
+        let flushed = self
+            .db
+            .dispatch(move || flush_submits(&queue, &*store, &events, ttl, max_queued))
+            .await;
+        if let Err(err) = flushed {
+            // Refused (queue full, stopping): take the submission back
+            // unless an earlier flush has it already, whose answer counts.
+            let mut queue = self.submits.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(at) = queue.pending.iter().position(|(n, ..)| *n == seq) {
+                queue.pending.remove(at);
+                return Err(CallError::Busy(err));
+            }
+        }
+        match answer.await {
+            Ok(Ok(submitted)) => Ok(submitted),
+            Ok(Err(err)) => Err(CallError::Store(err)),
+            Err(_) => Err(CallError::Store(StoreError::new(
+                "the store stopped before answering",
+            ))),
+        }
+    }
+
     /// A handle that publishes task snapshots. Store calls publish from
     /// inside their closure, on the store's one thread, right after the
     /// change is committed: subscribers then see the changes in commit
@@ -267,4 +331,48 @@ impl Publisher {
     pub(crate) fn publish(&self, task: &crate::model::Task) {
         let _ = self.0.send(Arc::new(task.clone()));
     }
+}
+
+/// The store thread's side of [`Inner::submit`]: commits the waiting
+/// submissions (up to [`MAX_SUBMIT_GROUP`]) in one transaction, then
+/// answers each.
+fn flush_submits(
+    queue: &Mutex<SubmitQueue>,
+    store: &dyn Store,
+    events: &Publisher,
+    ttl: Duration,
+    max_queued: u64,
+) -> Result<(), StoreError> {
+    let group: Vec<PendingSubmit> = {
+        let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = queue.pending.len().min(MAX_SUBMIT_GROUP);
+        queue.pending.drain(..n).collect()
+    };
+    if group.is_empty() {
+        return Ok(());
+    }
+    let (submits, replies): (Vec<Submit>, Vec<_>) = group
+        .into_iter()
+        .map(|(_, submit, reply)| (submit, reply))
+        .unzip();
+    match store.submit_many(&submits, ttl, max_queued, now_millis()) {
+        Ok(answers) => {
+            // Published here, after the commit and on the store's thread:
+            // before any later change to these tasks (see `publisher`).
+            for answer in &answers {
+                if let Ok(Submitted::Created(task)) = answer {
+                    events.publish(task);
+                }
+            }
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                let _ = reply.send(answer);
+            }
+        }
+        Err(err) => {
+            for reply in replies {
+                let _ = reply.send(Err(err.clone()));
+            }
+        }
+    }
+    Ok(())
 }

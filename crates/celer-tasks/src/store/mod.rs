@@ -23,7 +23,7 @@ use crate::model::{
 };
 
 /// A failure of the store itself (disk, database), answered `500`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StoreError {
     message: String,
 }
@@ -55,6 +55,26 @@ pub struct Claim {
     pub attempt: u32,
 }
 
+/// One submission, for [`Store::submit_many`].
+#[derive(Debug, Clone)]
+pub struct Submit {
+    /// The task.
+    pub task: NewTask,
+    /// Its `Idempotency-Key`, if any.
+    pub idempotency_key: Option<String>,
+}
+
+/// One attempt's end, for [`Store::finish_many`].
+#[derive(Debug, Clone)]
+pub struct Finish {
+    /// The attempt.
+    pub claim: Claim,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The delay before a retry, if it is queued again.
+    pub backoff: Duration,
+}
+
 /// The operations the task API and its runner need from a store. Methods
 /// block; callers run them off the async threads.
 pub trait Store: Send + Sync + 'static {
@@ -74,6 +94,32 @@ pub trait Store: Send + Sync + 'static {
         max_queued: u64,
         now: Millis,
     ) -> Result<Submitted, StoreError>;
+
+    /// Several submits in one transaction (a group commit): each as
+    /// [`Store::submit`] would answer it, in order, as if made one after
+    /// the other; all committed before this returns. The outer error is
+    /// the group failing: none of it is stored. The default runs
+    /// [`Store::submit`] for each, each answer its own.
+    fn submit_many(
+        &self,
+        submits: &[Submit],
+        key_ttl: Duration,
+        max_queued: u64,
+        now: Millis,
+    ) -> Result<Vec<Result<Submitted, StoreError>>, StoreError> {
+        Ok(submits
+            .iter()
+            .map(|s| {
+                self.submit(
+                    &s.task,
+                    s.idempotency_key.as_deref(),
+                    key_ttl,
+                    max_queued,
+                    now,
+                )
+            })
+            .collect())
+    }
 
     /// A task by id.
     fn get(&self, id: TaskId) -> Result<Option<Task>, StoreError>;
@@ -152,6 +198,21 @@ pub trait Store: Send + Sync + 'static {
         backoff: Duration,
         now: Millis,
     ) -> Result<Option<Task>, StoreError>;
+
+    /// Ends several attempts at `now` in one transaction (a group commit):
+    /// each outcome as [`Store::finish`] would record it, all committed
+    /// before this returns; the tasks after it, in order (`None` for a
+    /// stale attempt). The default runs [`Store::finish`] for each.
+    fn finish_many(
+        &self,
+        outcomes: &[Finish],
+        now: Millis,
+    ) -> Result<Vec<Option<Task>>, StoreError> {
+        outcomes
+            .iter()
+            .map(|f| self.finish(&f.claim, &f.outcome, f.backoff, now))
+            .collect()
+    }
 
     /// Gives a claimed task back unrun (a stopping process): queued again,
     /// due now, the attempt not counted.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use celer_tasks::model::{ListFilter, NewTask, Outcome, State, Submitted};
-use celer_tasks::store::{Claim, Durability, SqliteStore, Store};
+use celer_tasks::store::{Claim, Durability, Finish, SqliteStore, Store, Submit};
 
 const LEASE: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(3600);
@@ -347,4 +347,111 @@ fn purge_deletes_finished_tasks_past_retention_only() {
     assert_eq!(store.purge(101, 101).unwrap(), 1);
     assert_eq!(store.get(old.id).unwrap(), None);
     assert!(store.get(waiting.id).unwrap().is_some());
+}
+
+/// Submits that arrive together share one commit: each answered as if
+/// alone, in order (a key used twice in the group gives the first task;
+/// the queue bound counts the group's own tasks), all durable on return.
+#[test]
+fn a_group_of_submits_is_answered_in_order_and_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let submit = |input: &str, key: Option<&str>| Submit {
+        task: new_task(input, 3),
+        idempotency_key: key.map(str::to_owned),
+    };
+    let ids = {
+        let store = open(&dir);
+        let group = [
+            submit("1", Some("k")),
+            submit("2", None),
+            submit("1", Some("k")),
+            submit("3", Some("k")),
+            submit("4", None),
+        ];
+        let answers = store.submit_many(&group, TTL, 3, 1_000).unwrap();
+        let answers: Vec<Submitted> = answers.into_iter().map(Result::unwrap).collect();
+        let first = match &answers[0] {
+            Submitted::Created(task) => task.clone(),
+            other => panic!("expected a new task, got {other:?}"),
+        };
+        assert!(matches!(&answers[1], Submitted::Created(t) if t.input == "2"));
+        assert!(matches!(&answers[2], Submitted::Existing(t) if t.id == first.id));
+        assert!(matches!(answers[3], Submitted::KeyConflict));
+        assert!(
+            matches!(&answers[4], Submitted::Created(t) if t.input == "4"),
+            "two queued of 3: room for one more"
+        );
+        assert_eq!(store.queued().unwrap(), 3);
+        let full = store
+            .submit_many(&[submit("5", None)], TTL, 3, 1_000)
+            .unwrap();
+        assert!(matches!(full[0], Ok(Submitted::QueueFull)));
+        store
+            .list(&ListFilter {
+                limit: 10,
+                ..ListFilter::default()
+            })
+            .unwrap()
+            .iter()
+            .map(|t| t.id)
+            .collect::<Vec<_>>()
+        // Dropped: the process ends; the group's commit must hold.
+    };
+    let store = open(&dir);
+    assert_eq!(ids.len(), 3);
+    assert_eq!(store.queued().unwrap(), 3);
+}
+
+/// Outcomes committed together: each as `finish` would record it, a stale
+/// attempt in the group changes nothing and does not stop the others.
+#[test]
+fn a_group_of_outcomes_records_each_and_skips_stale_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    for input in ["1", "2", "3"] {
+        created(
+            store
+                .submit(&new_task(input, 2), None, TTL, MAX_QUEUED, 1_000)
+                .unwrap(),
+        );
+    }
+    let claimed = store.claim("a", 10, LEASE, 2_000).unwrap();
+    assert_eq!(claimed.len(), 3);
+    let claim = |i: usize, attempt: u32| Claim {
+        id: claimed[i].id,
+        attempt,
+    };
+    let group = [
+        Finish {
+            claim: claim(0, 1),
+            outcome: Outcome::Succeeded("\"ok\"".into()),
+            backoff: Duration::ZERO,
+        },
+        Finish {
+            claim: claim(1, 7),
+            outcome: Outcome::Succeeded("\"stale\"".into()),
+            backoff: Duration::ZERO,
+        },
+        Finish {
+            claim: claim(2, 1),
+            outcome: Outcome::Failed {
+                error: "again".into(),
+                retry: true,
+            },
+            backoff: Duration::from_secs(5),
+        },
+    ];
+    let done = store.finish_many(&group, 3_000).unwrap();
+    assert_eq!(done.len(), 3);
+    let ok = done[0].as_ref().unwrap();
+    assert_eq!((ok.state, ok.has_result), (State::Succeeded, true));
+    assert_eq!(store.result(ok.id).unwrap().as_deref(), Some("\"ok\""));
+    assert_eq!(done[1], None, "a stale attempt changes nothing");
+    assert_eq!(
+        store.get(claimed[1].id).unwrap().unwrap().state,
+        State::Running
+    );
+    let retry = done[2].as_ref().unwrap();
+    assert_eq!((retry.state, retry.run_at), (State::Queued, 8_000));
+    assert_eq!(store.queued().unwrap(), 1);
 }
