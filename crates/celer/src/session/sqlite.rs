@@ -112,7 +112,7 @@ fn dispatch_err(err: crate::dispatch::DispatchError) -> StoreError {
 }
 
 fn db_err(err: rusqlite::Error) -> StoreError {
-    StoreError::new(err.to_string())
+    StoreError::new(err)
 }
 
 /// Whether `handle` can be an id of [`new_id`]: 43 base64url characters.
