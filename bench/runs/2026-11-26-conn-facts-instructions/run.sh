@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 set -uo pipefail
-cd /work/wt/newcomer-rest
-/work/fuzzrun/pause
-trap '/work/fuzzrun/resume' EXIT
+cd "$(git rev-parse --show-toplevel)"
+"$PAUSE"
+trap '"$RESUME"' EXIT
 (cd examples && cargo build --release -q -p example-hello) || exit 1
 cp target/release/example-hello /tmp/ci-bench/example-hello-branch
 git checkout -q --detach b3ba434 || exit 1
