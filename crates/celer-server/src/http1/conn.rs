@@ -514,13 +514,19 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
                     return Poll::Ready(Err(Fail::Reject(reject)));
                 }
             }
-            if self.rbuf.capacity() == 0 {
+            // Room for what the body still needs, up to BODY_READ_MAX per
+            // read. The pooled buffer serves bodies that fit it; a larger
+            // one gets its own allocation, which the pieces handed to the
+            // service keep: a pooled 8 KiB buffer there meant one read per
+            // 8 KiB of a long upload.
+            let want = usize::try_from(feed.decoder.remaining().unwrap_or(BODY_READ_MAX as u64))
+                .unwrap_or(BODY_READ_MAX)
+                .clamp(1024, BODY_READ_MAX);
+            if self.rbuf.capacity() == 0 && want <= bufio::BUF_SIZE {
                 self.rbuf = bufio::take_buf();
             }
             if self.rbuf.capacity() - self.rbuf.len() < 1024 {
-                let want = feed.decoder.remaining().unwrap_or(BODY_READ_MAX as u64);
-                self.rbuf
-                    .reserve((want as usize).clamp(1024, BODY_READ_MAX));
+                self.rbuf.reserve(want);
             }
             match poll_read_buf(&mut self.io, cx, &mut self.rbuf) {
                 Poll::Ready(Ok(0)) => {
