@@ -216,6 +216,7 @@ pub mod csrf;
 pub mod dispatch;
 mod error;
 pub mod extract;
+pub mod feed;
 pub mod files;
 pub mod form;
 pub mod handler;
