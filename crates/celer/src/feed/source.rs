@@ -190,6 +190,16 @@ where
     }
 }
 
+impl Source for Box<dyn Source> {
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+
+    fn run(self: Box<Self>, feed: Feed) -> SourceFuture {
+        (*self).run(feed)
+    }
+}
+
 impl<F> fmt::Debug for PollFn<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PollFn")

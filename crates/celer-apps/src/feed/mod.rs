@@ -1,0 +1,218 @@
+//! Live feeds for `celer serve --feed NAME=SOURCE`: the sources that read
+//! files, Redis keys and upstream URLs, the thread they run on, and the
+//! page at `/feeds/` that lists the feeds and shows one live.
+//!
+//! The serving itself (ETags, 304s, compressed variants, SSE and
+//! WebSocket push, status) is `celer::feed`'s; this module only feeds it.
+//!
+//! # Layout
+//!
+//! - `file`: `file:PATH`, inotify and a metadata poll
+//! - `page`: the embedded `/feeds/` page
+
+mod file;
+mod page;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use std::convert::Infallible;
+
+use celer::feed::{Feed, Feeds, Source};
+use celer::{App, Body, Request};
+use tower_service::Service;
+
+pub use self::file::FileSource;
+pub use self::page::PAGE_PATH;
+
+/// Where the feeds are mounted: `/feeds/NAME`, `/feeds/NAME/events`, ...
+pub const FEEDS_PREFIX: &str = "/feeds";
+
+/// A parsed `--feed NAME=SOURCE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedSpec {
+    /// The feed's name (checked by [`celer::feed::is_valid_name`]).
+    pub name: String,
+    /// Where its documents come from.
+    pub source: SourceSpec,
+}
+
+/// Where a feed's documents come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SourceSpec {
+    /// `file:PATH`.
+    File(PathBuf),
+}
+
+impl FeedSpec {
+    /// Parses `NAME=SOURCE`, SOURCE being `file:PATH`.
+    ///
+    /// # Errors
+    ///
+    /// A message naming what is wrong: no `=`, a bad name, an unknown
+    /// source scheme, an empty path.
+    pub fn parse(spec: &str) -> Result<FeedSpec, String> {
+        let (name, source) = spec
+            .split_once('=')
+            .ok_or("expected NAME=SOURCE (SOURCE: file:PATH)")?;
+        if !celer::feed::is_valid_name(name) {
+            return Err(format!(
+                "{name:?} is not a feed name (1 to {} ASCII letters, digits, '-' or '_')",
+                celer::feed::MAX_FEED_NAME_BYTES
+            ));
+        }
+        let source = if let Some(path) = source.strip_prefix("file:") {
+            if path.is_empty() {
+                return Err("file: needs a path (file:/srv/feed.json)".to_owned());
+            }
+            SourceSpec::File(PathBuf::from(path))
+        } else {
+            return Err(format!("unknown source {source:?}: expected file:PATH"));
+        };
+        Ok(FeedSpec {
+            name: name.to_owned(),
+            source,
+        })
+    }
+
+    /// The source this spec names.
+    pub fn source(&self) -> Box<dyn Source> {
+        match &self.source {
+            SourceSpec::File(path) => Box::new(FileSource::new(path.clone())),
+        }
+    }
+}
+
+impl fmt::Display for SourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceSpec::File(path) => write!(f, "file:{}", path.display()),
+        }
+    }
+}
+
+/// The thread the sources run on: one current-thread tokio runtime, off
+/// the serving workers (a new version is hashed and compressed there).
+/// Dropping it, or [`stop`](SourceThread::stop), ends the sources.
+#[derive(Debug)]
+pub struct SourceThread {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts every `(feed, source)` pair on a thread of their own.
+///
+/// # Errors
+///
+/// When the thread or its runtime cannot be made.
+pub fn start(sources: Vec<(Feed, Box<dyn Source>)>) -> std::io::Result<SourceThread> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("celer-feeds".to_owned())
+        .spawn(move || {
+            runtime.block_on(async move {
+                for (feed, source) in sources {
+                    feed.spawn(source);
+                }
+                let _ = stopped.await;
+            });
+        })?;
+    Ok(SourceThread {
+        stop: Some(stop),
+        thread: Some(thread),
+    })
+}
+
+impl SourceThread {
+    /// Stops the sources and waits for their thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for SourceThread {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Makes the feeds of `specs`, each with `interval` unless `intervals`
+/// names one for it, and `max_document_bytes`.
+///
+/// # Errors
+///
+/// Two specs with one name.
+pub fn build(
+    specs: &[FeedSpec],
+    intervals: &[(String, Duration)],
+    interval: Duration,
+    max_document_bytes: usize,
+) -> Result<(Feeds, Vec<(Feed, Box<dyn Source>)>), String> {
+    let mut feeds = Feeds::new();
+    let mut sources = Vec::new();
+    for spec in specs {
+        let interval = intervals
+            .iter()
+            .find(|(name, _)| *name == spec.name)
+            .map_or(interval, |(_, every)| *every);
+        let feed = Feed::builder(spec.name.clone())
+            .interval(interval)
+            .max_document_bytes(max_document_bytes)
+            .build();
+        feeds.insert(feed.clone()).map_err(|err| err.to_string())?;
+        sources.push((feed, spec.source()));
+    }
+    for (name, _) in intervals {
+        if feeds.get(name).is_none() {
+            return Err(format!("no feed named {name:?} to set the interval of"));
+        }
+    }
+    Ok((feeds, sources))
+}
+
+/// Adds the feeds to `app` under [`FEEDS_PREFIX`] and the page at
+/// [`PAGE_PATH`].
+pub fn mount(app: &mut App, feeds: &Feeds) {
+    feeds.mount(app, FEEDS_PREFIX);
+    page::mount(app);
+}
+
+/// An app answering every `GET` (and `HEAD`) with `site`, to which
+/// [`mount`] adds the feeds.
+pub fn with_site<S>(site: S) -> App
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send,
+{
+    let mut app = App::new();
+    let forward = move |req: Request| {
+        let mut site = site.clone();
+        async move {
+            match site.call(req.into_http()).await {
+                Ok(res) => res,
+                Err(never) => match never {},
+            }
+        }
+    };
+    app.get("/", forward.clone());
+    app.get("/<path:rest>", forward);
+    app
+}
