@@ -241,7 +241,8 @@ pub(crate) struct ServeArgs {
 
     /// A live JSON feed at /feeds/NAME (its SSE stream at
     /// /feeds/NAME/events, WebSocket at /feeds/NAME/ws, status at
-    /// /feeds/NAME/status; a page at /feeds/): NAME=file:PATH. Repeatable.
+    /// /feeds/NAME/status; a page at /feeds/): NAME=file:PATH,
+    /// NAME=redis://HOST[:PORT]/KEY or NAME=https://URL. Repeatable.
     #[arg(long = "feed", value_name = "NAME=SOURCE", value_parser = celer_apps::feed::FeedSpec::parse,
           help_heading = "Feeds")]
     feeds: Vec<celer_apps::feed::FeedSpec>,
@@ -261,6 +262,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "BYTES", requires = "feeds", help_heading = "Feeds",
           default_value_t = Size(celer::feed::limits::DEFAULT_MAX_DOCUMENT_BYTES as u64))]
     feed_max_bytes: Size,
+
+    /// Also trust the CA certificates in this PEM file for https feed
+    /// sources (beside the Mozilla roots).
+    #[arg(long, value_name = "FILE", requires = "feeds", help_heading = "Feeds")]
+    feed_ca: Option<PathBuf>,
 
     #[command(flatten)]
     tls: TlsArgs,
@@ -426,8 +432,20 @@ fn open_feeds(
             None => every = secs.0,
         }
     }
-    let max = usize::try_from(args.feed_max_bytes.0).unwrap_or(usize::MAX);
-    let (feeds, sources) = celer_apps::feed::build(&args.feeds, &intervals, every, max)
+    let ca_pem = match &args.feed_ca {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|err| Usage(format!("--feed-ca {}: {err}", path.display())))?,
+        ),
+        None => None,
+    };
+    let options = celer_apps::feed::FeedOptions {
+        interval: every,
+        intervals,
+        max_document_bytes: usize::try_from(args.feed_max_bytes.0).unwrap_or(usize::MAX),
+        ca_pem,
+    };
+    let (feeds, sources) = celer_apps::feed::build(&args.feeds, &options)
         .map_err(|err| Usage(format!("--feed: {err}")))?;
     let thread = celer_apps::feed::start(sources).context("cannot start the feed sources")?;
     Ok(Some((feeds, thread)))

@@ -91,12 +91,9 @@ async fn run(path: PathBuf, feed: Feed) {
                 }
             },
             Err(err) => {
-                // Report once per outage, not every interval.
-                if !failing {
-                    feed.source_failed(format!("cannot read {}: {err}", path.display()));
-                }
                 failing = true;
                 last = None;
+                feed.source_failed(format!("cannot read {}: {err}", path.display()));
             }
         }
     }

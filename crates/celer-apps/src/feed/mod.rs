@@ -8,10 +8,16 @@
 //! # Layout
 //!
 //! - `file`: `file:PATH`, inotify and a metadata poll
+//! - `redis`: `redis://HOST/KEY`, GET at the interval and on notifications
+//! - `resp`: the RESP2 codec under it (no IO)
+//! - `upstream`: `http(s)://URL`, polled with If-None-Match
 //! - `page`: the embedded `/feeds/` page
 
 mod file;
 mod page;
+mod redis;
+mod resp;
+mod upstream;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -25,6 +31,8 @@ use tower_service::Service;
 
 pub use self::file::FileSource;
 pub use self::page::PAGE_PATH;
+pub use self::redis::{DEFAULT_REDIS_PORT, REDIS_TIMEOUT, RedisSource, RedisSpec};
+pub use self::upstream::{DEFAULT_HTTP_TIMEOUT, HttpSource};
 
 /// Where the feeds are mounted: `/feeds/NAME`, `/feeds/NAME/events`, ...
 pub const FEEDS_PREFIX: &str = "/feeds";
@@ -44,10 +52,15 @@ pub struct FeedSpec {
 pub enum SourceSpec {
     /// `file:PATH`.
     File(PathBuf),
+    /// `redis://[[USER]:PASSWORD@]HOST[:PORT]/KEY`.
+    Redis(RedisSpec),
+    /// `http://URL` or `https://URL`.
+    Http(String),
 }
 
 impl FeedSpec {
-    /// Parses `NAME=SOURCE`, SOURCE being `file:PATH`.
+    /// Parses `NAME=SOURCE`, SOURCE being `file:PATH`, `redis://HOST/KEY`
+    /// or `http(s)://URL`.
     ///
     /// # Errors
     ///
@@ -56,7 +69,7 @@ impl FeedSpec {
     pub fn parse(spec: &str) -> Result<FeedSpec, String> {
         let (name, source) = spec
             .split_once('=')
-            .ok_or("expected NAME=SOURCE (SOURCE: file:PATH)")?;
+            .ok_or("expected NAME=SOURCE (SOURCE: file:PATH, redis://HOST/KEY or https://URL)")?;
         if !celer::feed::is_valid_name(name) {
             return Err(format!(
                 "{name:?} is not a feed name (1 to {} ASCII letters, digits, '-' or '_')",
@@ -77,11 +90,24 @@ impl FeedSpec {
         })
     }
 
-    /// The source this spec names.
-    pub fn source(&self) -> Box<dyn Source> {
-        match &self.source {
+    /// The source this spec names; `ca_pem` adds trusted roots for
+    /// `https` upstreams.
+    ///
+    /// # Errors
+    ///
+    /// A message when `ca_pem` holds no usable certificate.
+    pub fn source(&self, ca_pem: Option<&[u8]>) -> Result<Box<dyn Source>, String> {
+        Ok(match &self.source {
             SourceSpec::File(path) => Box::new(FileSource::new(path.clone())),
-        }
+            SourceSpec::Redis(spec) => Box::new(RedisSource::new(spec.clone())),
+            SourceSpec::Http(url) => {
+                let mut source = HttpSource::new(url)?;
+                if let Some(pem) = ca_pem {
+                    source = source.root_certificates_pem(pem)?;
+                }
+                Box::new(source)
+            }
+        })
     }
 }
 
@@ -89,6 +115,8 @@ impl fmt::Display for SourceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SourceSpec::File(path) => write!(f, "file:{}", path.display()),
+            SourceSpec::Redis(spec) => write!(f, "{spec}"),
+            SourceSpec::Http(url) => f.write_str(url),
         }
     }
 }
@@ -150,18 +178,35 @@ impl Drop for SourceThread {
     }
 }
 
-/// Makes the feeds of `specs`, each with `interval` unless `intervals`
-/// names one for it, and `max_document_bytes`.
+/// How `celer serve` makes its feeds.
+#[derive(Debug, Clone)]
+pub struct FeedOptions {
+    /// The interval of every feed that [`intervals`](Self::intervals) does
+    /// not name.
+    pub interval: Duration,
+    /// Per-feed intervals, by name.
+    pub intervals: Vec<(String, Duration)>,
+    /// The largest document of every feed.
+    pub max_document_bytes: usize,
+    /// Extra trusted roots (PEM) for `https` upstreams.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+/// Makes the feeds of `specs` and their sources.
 ///
 /// # Errors
 ///
-/// Two specs with one name.
+/// Two specs with one name, an interval for a feed that does not exist, a
+/// CA file without certificates.
 pub fn build(
     specs: &[FeedSpec],
-    intervals: &[(String, Duration)],
-    interval: Duration,
-    max_document_bytes: usize,
+    options: &FeedOptions,
 ) -> Result<(Feeds, Vec<(Feed, Box<dyn Source>)>), String> {
+    let (intervals, interval, max_document_bytes) = (
+        &options.intervals,
+        options.interval,
+        options.max_document_bytes,
+    );
     let mut feeds = Feeds::new();
     let mut sources = Vec::new();
     for spec in specs {
@@ -174,7 +219,7 @@ pub fn build(
             .max_document_bytes(max_document_bytes)
             .build();
         feeds.insert(feed.clone()).map_err(|err| err.to_string())?;
-        sources.push((feed, spec.source()));
+        sources.push((feed, spec.source(options.ca_pem.as_deref())?));
     }
     for (name, _) in intervals {
         if feeds.get(name).is_none() {

@@ -183,7 +183,8 @@ pub struct FeedStatus {
     /// When the source last delivered a document that was accepted, in
     /// milliseconds since the UNIX epoch.
     pub last_success_at_ms: Option<u64>,
-    /// Source failures (unreachable, timed out, gone) since start.
+    /// Source outages (unreachable, timed out, gone) since start: a source
+    /// that keeps failing counts once until it delivers again.
     pub source_failures: u64,
     /// Updates refused for not being JSON.
     pub rejected_invalid: u64,
@@ -244,6 +245,12 @@ impl Feed {
     /// `max-age` of the document.
     pub fn interval(&self) -> Duration {
         self.inner.config.interval
+    }
+
+    /// The largest document accepted, in bytes (sources may refuse larger
+    /// ones before reading them whole).
+    pub fn max_document_bytes(&self) -> usize {
+        self.inner.config.max_document_bytes
     }
 
     /// The version served now; `None` before the first document.
@@ -311,25 +318,49 @@ impl Feed {
     }
 
     /// Records that the source failed (unreachable, timed out, gone): the
-    /// last good version keeps being served, the failure is logged and
-    /// counted, and [`FeedStatus::health`] says `failing` until the next
-    /// accepted update.
+    /// last good version keeps being served, and [`FeedStatus::health`]
+    /// says `failing` until the source delivers again. Sources call it at
+    /// every failed attempt; an outage is logged and counted once, and
+    /// again only when its reason changes.
     ///
     /// ```
     /// let feed = celer::feed::Feed::new("f");
     /// feed.source_failed("connection refused");
+    /// feed.source_failed("connection refused");
     /// let status = feed.status();
     /// assert_eq!((status.health, status.source_failures), ("failing", 1));
+    /// feed.source_failed("timed out");
+    /// assert_eq!(feed.status().last_error.as_deref(), Some("timed out"));
     /// ```
     pub fn source_failed(&self, reason: impl fmt::Display) {
         let reason = reason.to_string();
-        tracing::warn!(target: "celer::feed", feed = %self.inner.name, error = %reason,
-            "source failed; the last good version stays");
         let mut health = self.health();
+        let repeated = health.failing && health.last_error.as_deref() == Some(reason.as_str());
+        if !repeated {
+            tracing::warn!(target: "celer::feed", feed = %self.inner.name, error = %reason,
+                "source failed; the last good version stays");
+        }
+        if !health.failing {
+            health.failures += 1;
+        }
         health.failing = true;
-        health.failures += 1;
         health.last_error = Some(reason);
         health.last_error_at = Some(SystemTime::now());
+    }
+
+    /// Records that the source answered and has nothing new (an upstream's
+    /// `304 Not Modified`): the health is `ok` again.
+    ///
+    /// ```
+    /// let feed = celer::feed::Feed::new("f");
+    /// feed.source_failed("timed out");
+    /// feed.source_alive();
+    /// assert_eq!(feed.status().health, "ok");
+    /// ```
+    pub fn source_alive(&self) {
+        let mut health = self.health();
+        health.failing = false;
+        health.last_success_at = Some(SystemTime::now());
     }
 
     /// Sets the source's description shown in the status

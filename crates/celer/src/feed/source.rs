@@ -114,6 +114,7 @@ where
 /// let feed = Feed::new("f");
 /// feed.spawn(from_stream("a stream", docs)).await.unwrap();
 /// assert_eq!(&feed.current().unwrap().bytes()[..], b"[2]");
+/// // Two outages: the error, and the end of the stream after a document.
 /// assert_eq!(feed.status().source_failures, 2);
 /// # });
 /// ```
