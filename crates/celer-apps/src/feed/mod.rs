@@ -135,7 +135,7 @@ pub struct SourceThread {
 /// # Errors
 ///
 /// When the thread or its runtime cannot be made.
-pub fn start(sources: Vec<(Feed, Box<dyn Source>)>) -> std::io::Result<SourceThread> {
+pub fn start(sources: Sources) -> std::io::Result<SourceThread> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -178,6 +178,9 @@ impl Drop for SourceThread {
     }
 }
 
+/// Feeds paired with the sources that feed them, for [`start`].
+pub type Sources = Vec<(Feed, Box<dyn Source>)>;
+
 /// How `celer serve` makes its feeds.
 #[derive(Debug, Clone)]
 pub struct FeedOptions {
@@ -198,10 +201,7 @@ pub struct FeedOptions {
 ///
 /// Two specs with one name, an interval for a feed that does not exist, a
 /// CA file without certificates.
-pub fn build(
-    specs: &[FeedSpec],
-    options: &FeedOptions,
-) -> Result<(Feeds, Vec<(Feed, Box<dyn Source>)>), String> {
+pub fn build(specs: &[FeedSpec], options: &FeedOptions) -> Result<(Feeds, Sources), String> {
     let (intervals, interval, max_document_bytes) = (
         &options.intervals,
         options.interval,

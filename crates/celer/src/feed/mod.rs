@@ -48,14 +48,14 @@
 //! # });
 //! ```
 
-mod feed;
 pub mod limits;
 mod respond;
 mod set;
 mod source;
+mod state;
 mod version;
 
-pub use self::feed::{Feed, FeedBuilder, FeedStatus, UpdateError, Updated, Validator, content_id};
 pub use self::set::{Feeds, InvalidName, MAX_FEED_NAME_BYTES, is_valid_name};
 pub use self::source::{FromStream, PollFn, Source, SourceFuture, from_stream, offer, poll_fn};
+pub use self::state::{Feed, FeedBuilder, FeedStatus, UpdateError, Updated, Validator, content_id};
 pub use self::version::Version;

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 
-use super::feed::Feed;
+use super::state::Feed;
 use super::version::Rep;
 use crate::files::conditional::{self, Outcome};
 use crate::files::encoding;

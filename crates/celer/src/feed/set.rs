@@ -5,7 +5,7 @@ use std::fmt;
 
 use http::header::{self, HeaderValue};
 
-use super::feed::Feed;
+use super::state::Feed;
 use crate::{App, Body, Request};
 
 /// Longest feed name, in bytes.

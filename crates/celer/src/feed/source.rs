@@ -9,7 +9,7 @@ use std::pin::Pin;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
-use super::feed::Feed;
+use super::state::Feed;
 
 /// A boxed future of a source's run.
 pub type SourceFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
