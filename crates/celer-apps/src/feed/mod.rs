@@ -81,8 +81,15 @@ impl FeedSpec {
                 return Err("file: needs a path (file:/srv/feed.json)".to_owned());
             }
             SourceSpec::File(PathBuf::from(path))
+        } else if source.starts_with("redis://") {
+            SourceSpec::Redis(RedisSpec::parse(source)?)
+        } else if source.starts_with("http://") || source.starts_with("https://") {
+            HttpSource::new(source)?;
+            SourceSpec::Http(source.to_owned())
         } else {
-            return Err(format!("unknown source {source:?}: expected file:PATH"));
+            return Err(format!(
+                "unknown source {source:?}: expected file:PATH, redis://HOST/KEY or http(s)://URL"
+            ));
         };
         Ok(FeedSpec {
             name: name.to_owned(),
