@@ -5,7 +5,9 @@
 //!   of its root;
 //! - [`Welcome`]: the embedded site `celer serve` shows without `--root`;
 //! - [`tasks::with_tasks`]: the task API at `/tasks` beside a site
-//!   (`celer serve --tasks`).
+//!   (`celer serve --tasks`);
+//! - [`feed`]: live JSON feeds at `/feeds` from files, Redis and
+//!   upstream URLs, with a page at `/feeds/` (`celer serve --feed`).
 //!
 //! Both are thin users of `celer::files::Files` (a directory and an
 //! embedded bundle) and answer with `celer::Body`, whose size is exact for
@@ -20,6 +22,7 @@
 //! Both answer `OPTIONS *` (RFC 9110 §9.3.7), a question about the server
 //! as a whole: 200 with the methods their resources take in `Allow`.
 
+pub mod feed;
 pub mod future;
 pub mod static_site;
 pub mod tasks;

@@ -52,6 +52,7 @@ Examples:
   celer serve --root ./dist --cache-max-age 10m --cache-immutable --listing
   celer serve --root /srv/www --listen unix:/run/celer.sock --unix-mode 660
   celer serve --self-signed
+  celer serve --feed scores=file:/srv/scores.json --feed-interval 500ms
   celer serve --root /srv/www --listen tcp://0.0.0.0:443 --tls-cert site.crt --tls-key site.key \
     --redirect-http tcp://0.0.0.0:80 --hsts 31536000")]
 pub(crate) struct ServeArgs {
@@ -245,6 +246,35 @@ pub(crate) struct ServeArgs {
     #[arg(long, requires = "tasks", help_heading = "Tasks")]
     tasks_require_key: bool,
 
+    /// A live JSON feed at /feeds/NAME (its SSE stream at
+    /// /feeds/NAME/events, WebSocket at /feeds/NAME/ws, status at
+    /// /feeds/NAME/status; a page at /feeds/): NAME=file:PATH,
+    /// NAME=redis://HOST[:PORT]/KEY or NAME=https://URL. Repeatable.
+    #[arg(long = "feed", value_name = "NAME=SOURCE", value_parser = celer_apps::feed::FeedSpec::parse,
+          help_heading = "Feeds")]
+    feeds: Vec<celer_apps::feed::FeedSpec>,
+
+    /// How often feeds are read (and their Cache-Control max-age): a
+    /// duration for every feed, or NAME=DURATION for one. Repeatable.
+    #[arg(
+        long,
+        value_name = "[NAME=]SECS",
+        requires = "feeds",
+        help_heading = "Feeds"
+    )]
+    feed_interval: Vec<String>,
+
+    /// Largest feed document; larger updates are refused and the last
+    /// good version stays.
+    #[arg(long, value_name = "BYTES", requires = "feeds", help_heading = "Feeds",
+          default_value_t = Size(celer::feed::limits::DEFAULT_MAX_DOCUMENT_BYTES as u64))]
+    feed_max_bytes: Size,
+
+    /// Also trust the CA certificates in this PEM file for https feed
+    /// sources (beside the Mozilla roots).
+    #[arg(long, value_name = "FILE", requires = "feeds", help_heading = "Feeds")]
+    feed_ca: Option<PathBuf>,
+
     #[command(flatten)]
     tls: TlsArgs,
 
@@ -354,15 +384,32 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             args.data_dir.display()
         ));
     }
+    let feeds = open_feeds(args)?;
+    if let Some((feeds, _)) = &feeds {
+        let names: Vec<&str> = feeds.iter().map(|feed| feed.name()).collect();
+        ready.push_str(&format!("; feeds at /feeds/: {}", names.join(", ")));
+    }
     let signal = shutdown_signal(ready, tls);
-    let served = match (&tasks, site) {
-        (Some(tasks), Some(site)) => celer_apps::tasks::with_tasks(tasks, site).run(bound, signal),
-        (Some(tasks), None) => {
-            celer_apps::tasks::with_tasks(tasks, Welcome::new()).run(bound, signal)
+    let served = match (&tasks, site, &feeds) {
+        (Some(tasks), Some(site), _) => {
+            with_feeds(celer_apps::tasks::with_tasks(tasks, site), &feeds).run(bound, signal)
         }
-        (None, Some(site)) => bound.run(site, signal),
-        (None, None) => bound.run(Welcome::new(), signal),
+        (Some(tasks), None, _) => {
+            with_feeds(celer_apps::tasks::with_tasks(tasks, Welcome::new()), &feeds)
+                .run(bound, signal)
+        }
+        (None, Some(site), Some(_)) => {
+            with_feeds(celer_apps::feed::with_site(site), &feeds).run(bound, signal)
+        }
+        (None, None, Some(_)) => {
+            with_feeds(celer_apps::feed::with_site(Welcome::new()), &feeds).run(bound, signal)
+        }
+        (None, Some(site), None) => bound.run(site, signal),
+        (None, None, None) => bound.run(Welcome::new(), signal),
     };
+    if let Some((_, sources)) = feeds {
+        sources.stop();
+    }
     if let Some(tasks) = tasks {
         // Running tasks go back to the store for the next start.
         tasks.shutdown();
@@ -370,6 +417,61 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     served.context("server failed")?;
     tracing::info!(target: "celer::serve", "stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The feeds of `--feed`, their sources started; `None` without any.
+fn open_feeds(
+    args: &ServeArgs,
+) -> anyhow::Result<Option<(celer::feed::Feeds, celer_apps::feed::SourceThread)>> {
+    if args.feeds.is_empty() {
+        return Ok(None);
+    }
+    let mut every = celer::feed::limits::DEFAULT_INTERVAL;
+    let mut intervals = Vec::new();
+    for spec in &args.feed_interval {
+        let (name, secs) = match spec.split_once('=') {
+            Some((name, secs)) => (Some(name), secs),
+            None => (None, spec.as_str()),
+        };
+        let secs: Secs = secs
+            .parse()
+            .map_err(|err| Usage(format!("--feed-interval {spec:?}: {err}")))?;
+        if secs.0.is_zero() {
+            return Err(Usage(format!("--feed-interval {spec:?}: must be more than 0")).into());
+        }
+        match name {
+            Some(name) => intervals.push((name.to_owned(), secs.0)),
+            None => every = secs.0,
+        }
+    }
+    let ca_pem = match &args.feed_ca {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|err| Usage(format!("--feed-ca {}: {err}", path.display())))?,
+        ),
+        None => None,
+    };
+    let options = celer_apps::feed::FeedOptions {
+        interval: every,
+        intervals,
+        max_document_bytes: usize::try_from(args.feed_max_bytes.0).unwrap_or(usize::MAX),
+        ca_pem,
+    };
+    let (feeds, sources) = celer_apps::feed::build(&args.feeds, &options)
+        .map_err(|err| Usage(format!("--feed: {err}")))?;
+    let thread = celer_apps::feed::start(sources).context("cannot start the feed sources")?;
+    Ok(Some((feeds, thread)))
+}
+
+/// `app` with the feeds mounted, if any.
+fn with_feeds(
+    mut app: celer::App,
+    feeds: &Option<(celer::feed::Feeds, celer_apps::feed::SourceThread)>,
+) -> celer::App {
+    if let Some((feeds, _)) = feeds {
+        celer_apps::feed::mount(&mut app, feeds);
+    }
+    app
 }
 
 /// Opens the task store in `data_dir` and starts its runner, with the

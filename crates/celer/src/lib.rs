@@ -44,6 +44,9 @@
 //! - [`sse`] pushes server-sent events: [`sse::EventStream`] responses and
 //!   a broadcast [`sse::Hub`] with `Last-Event-ID` resume and bounded
 //!   memory.
+//! - [`feed`] serves live JSON documents: one current version with a
+//!   content-hash ETag, 304s and br/zstd/gzip variants made once, pushed
+//!   over SSE and WebSocket, fed by a [`feed::Source`].
 //! - Uploads and forms: [`multipart`] streams `multipart/form-data` part
 //!   by part (files to disk or to the handler, every limit named);
 //!   [`form`] reads urlencoded forms under byte and field-count limits.
@@ -216,6 +219,7 @@ pub mod csrf;
 pub mod dispatch;
 mod error;
 pub mod extract;
+pub mod feed;
 pub mod files;
 pub mod form;
 pub mod handler;

@@ -5,6 +5,7 @@
 
 mod bench_ws;
 mod cli;
+mod feed;
 mod files_nginx;
 mod files_wire;
 mod gateway_cgi;

@@ -66,8 +66,8 @@
 mod body;
 mod bundle;
 mod cache;
-mod conditional;
-mod encoding;
+pub(crate) mod conditional;
+pub(crate) mod encoding;
 mod listing;
 mod mime;
 pub mod offload;

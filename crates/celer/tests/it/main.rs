@@ -12,6 +12,7 @@ mod cors;
 mod csrf;
 mod dispatch;
 mod extract;
+mod feed;
 mod files;
 mod gateway;
 mod logs;

@@ -1,0 +1,3 @@
+module celer.invalid/bench/peer-go-feed
+
+go 1.21

@@ -1,0 +1,3 @@
+//! Integration tests of the bundled apps, against real peers.
+
+mod feed_sources;

@@ -1,0 +1,236 @@
+//! One version of a feed's document: its bytes, content hash, validators
+//! and the compressed variants, all made once when the version is made.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::HeaderValue;
+use sha2::{Digest, Sha256};
+
+use super::limits::{BROTLI_LG_WINDOW, BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL};
+use crate::files::conditional::Validators;
+use crate::files::encoding::Coding;
+
+/// Hex digits of the content hash used in ids and ETags (128 bits of
+/// SHA-256).
+const HASH_HEX_DIGITS: usize = 32;
+
+/// One version of a feed's document, immutable once made; cloning an
+/// `Arc<Version>` is how every request and subscriber shares it.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let feed = celer::feed::Feed::new("scores");
+/// feed.update(&br#"{"home": 1, "away": 0}"#[..]).unwrap();
+/// let version = feed.current().unwrap();
+/// assert_eq!(version.number(), 1);
+/// assert_eq!(version.id().len(), 32);
+/// assert_eq!(version.etag(), format!("\"{}\"", version.id()));
+/// assert_eq!(&version.bytes()[..], br#"{"home": 1, "away": 0}"#);
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct Version {
+    /// Counts the feed's versions from 1, in this process.
+    number: u64,
+    /// The content hash in hex: the SSE event id and the ETag's opaque tag.
+    id: Box<str>,
+    /// When this version replaced the one before it.
+    updated: SystemTime,
+    /// `Last-Modified`: `updated`, as an HTTP-date.
+    last_modified: HeaderValue,
+    /// The document as received.
+    pub(crate) identity: Rep,
+    /// Compressed variants, each kept only when smaller than the document;
+    /// in the order of [`Coding::ALL`] (br, zstd, gzip).
+    pub(crate) variants: [Option<Rep>; 3],
+}
+
+/// One representation: its bytes and their headers.
+#[derive(Debug)]
+pub(crate) struct Rep {
+    pub(crate) body: Bytes,
+    /// A strong ETag and Last-Modified. The identity's tag is `"<hash>"`,
+    /// a variant's `"<hash>.<coding>"` (RFC 9110 §8.8.3: each content
+    /// coding is a representation of its own).
+    pub(crate) validators: Validators,
+    pub(crate) content_length: HeaderValue,
+}
+
+impl Version {
+    /// Makes version `number` of `doc`: hashes it and compresses it three
+    /// times (the only place the feed compresses).
+    pub(crate) fn new(number: u64, doc: Bytes, updated: SystemTime) -> Version {
+        let id = hash_hex(&doc);
+        let secs = updated
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let updated_secs = UNIX_EPOCH + Duration::from_secs(secs);
+        let last_modified = HeaderValue::try_from(httpdate::fmt_http_date(updated_secs))
+            .expect("an HTTP-date is a valid header value");
+        let modified = (updated_secs, last_modified.clone());
+        let variants = Coding::ALL.map(|coding| {
+            let body = compress(coding, &doc)?;
+            (body.len() < doc.len()).then(|| Rep::new(body, &id, Some(coding), modified.clone()))
+        });
+        Version {
+            number,
+            identity: Rep::new(doc, &id, None, modified),
+            id: id.into(),
+            updated,
+            last_modified,
+            variants,
+        }
+    }
+
+    /// The version's number: 1 for the first document this feed served,
+    /// counted in this process.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The content hash, 32 hex digits (128 bits of SHA-256): the same for
+    /// the same bytes on every instance. It is the SSE event id and the
+    /// ETag's tag.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The strong ETag of the uncompressed document, quotes included.
+    pub fn etag(&self) -> &str {
+        self.identity.validators.etag.to_str().unwrap_or_default()
+    }
+
+    /// The document, as received.
+    pub fn bytes(&self) -> &Bytes {
+        &self.identity.body
+    }
+
+    /// When this version replaced the one before it.
+    pub fn updated_at(&self) -> SystemTime {
+        self.updated
+    }
+
+    /// Sizes of the compressed variants that were kept (smaller than the
+    /// document), by content-coding token (`br`, `zstd`, `gzip`).
+    pub fn variant_sizes(&self) -> Vec<(&'static str, usize)> {
+        Coding::ALL
+            .iter()
+            .zip(&self.variants)
+            .filter_map(|(coding, rep)| rep.as_ref().map(|rep| (coding.token(), rep.body.len())))
+            .collect()
+    }
+
+    pub(crate) fn last_modified(&self) -> &HeaderValue {
+        &self.last_modified
+    }
+
+    /// The variant for `coding`, if one was kept.
+    pub(crate) fn variant(&self, coding: Coding) -> Option<&Rep> {
+        let index = Coding::ALL.iter().position(|c| *c == coding)?;
+        self.variants[index].as_ref()
+    }
+}
+
+impl Rep {
+    fn new(
+        body: Bytes,
+        id: &str,
+        coding: Option<Coding>,
+        modified: (SystemTime, HeaderValue),
+    ) -> Rep {
+        let etag = match coding {
+            None => format!("\"{id}\""),
+            Some(coding) => format!("\"{id}.{}\"", coding.token()),
+        };
+        Rep {
+            content_length: HeaderValue::from(body.len()),
+            validators: Validators {
+                etag: HeaderValue::try_from(etag).expect("hex digits are a valid header value"),
+                modified: Some(modified),
+            },
+            body,
+        }
+    }
+}
+
+/// The first 128 bits of the SHA-256 of `doc`, in lowercase hex.
+pub(crate) fn hash_hex(doc: &[u8]) -> String {
+    let digest = Sha256::digest(doc);
+    let mut hex = String::with_capacity(HASH_HEX_DIGITS);
+    for byte in &digest[..HASH_HEX_DIGITS / 2] {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
+/// `doc` compressed with `coding` at the feed's level; `None` if the
+/// compressor failed (it cannot on a `Vec`, but the error is not hidden
+/// behind a panic).
+fn compress(coding: Coding, doc: &[u8]) -> Option<Bytes> {
+    let out = match coding {
+        Coding::Gzip => {
+            let mut enc = flate2::write::GzEncoder::new(
+                Vec::with_capacity(doc.len() / 4),
+                flate2::Compression::new(GZIP_LEVEL),
+            );
+            enc.write_all(doc).ok()?;
+            enc.finish().ok()?
+        }
+        Coding::Br => {
+            let mut out = Vec::with_capacity(doc.len() / 4);
+            {
+                let mut enc =
+                    brotli::CompressorWriter::new(&mut out, 4096, BROTLI_QUALITY, BROTLI_LG_WINDOW);
+                enc.write_all(doc).ok()?;
+                enc.flush().ok()?;
+            }
+            out
+        }
+        Coding::Zstd => zstd::bulk::compress(doc, ZSTD_LEVEL).ok()?,
+    };
+    Some(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    #[test]
+    fn variants_decode_to_the_document_and_share_the_hash() {
+        let doc = Bytes::from(format!("{{\"rows\": [{}]}}", "1, ".repeat(2000) + "1"));
+        let version = Version::new(7, doc.clone(), UNIX_EPOCH + Duration::from_secs(1));
+        let gz = version.variant(Coding::Gzip).unwrap();
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&gz.body[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, doc);
+        let zst = version.variant(Coding::Zstd).unwrap();
+        assert_eq!(zstd::decode_all(&zst.body[..]).unwrap(), doc);
+        let br = version.variant(Coding::Br).unwrap();
+        let mut out = Vec::new();
+        brotli::Decompressor::new(&br.body[..], 4096)
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, doc);
+        assert_eq!(gz.validators.etag, format!("\"{}.gzip\"", version.id()));
+        assert_eq!(version.last_modified(), "Thu, 01 Jan 1970 00:00:01 GMT");
+    }
+
+    #[test]
+    fn a_variant_not_smaller_than_the_document_is_not_kept() {
+        let version = Version::new(1, Bytes::from_static(b"1"), UNIX_EPOCH);
+        assert!(version.variants.iter().all(Option::is_none));
+        assert!(version.variant_sizes().is_empty());
+    }
+
+    #[test]
+    fn the_hash_is_sha256_truncated() {
+        // SHA-256("abc") = ba7816bf8f01cfea414140de5dae2223...
+        assert_eq!(hash_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223");
+    }
+}
