@@ -51,3 +51,30 @@ pub(crate) fn asterisk<B>(req: &http::Request<B>) -> Option<http::Response<Body>
     );
     Some(res)
 }
+
+/// Adds `GET /` and `GET /<path:rest>` (and so `HEAD`) to `app`, each
+/// answered by `site`: a bundled site behind the routes of an app.
+pub(crate) fn forward_to_site<S>(app: &mut celer::App, site: S)
+where
+    S: tower_service::Service<
+            http::Request<Body>,
+            Response = http::Response<Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send,
+{
+    let forward = move |req: celer::Request| {
+        let mut site = site.clone();
+        async move {
+            match site.call(req.into_http()).await {
+                Ok(res) => res,
+                Err(never) => match never {},
+            }
+        }
+    };
+    app.get("/", forward.clone());
+    app.get("/<path:rest>", forward);
+}

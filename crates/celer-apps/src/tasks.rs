@@ -3,7 +3,7 @@
 
 use std::convert::Infallible;
 
-use celer::{App, Body, Request};
+use celer::{App, Body};
 use celer_tasks::Tasks;
 use tower_service::Service;
 
@@ -23,16 +23,6 @@ where
 {
     let mut app = App::new();
     app.mount(TASKS_PREFIX, tasks.app());
-    let forward = move |req: Request| {
-        let mut site = site.clone();
-        async move {
-            match site.call(req.into_http()).await {
-                Ok(res) => res,
-                Err(never) => match never {},
-            }
-        }
-    };
-    app.get("/", forward.clone());
-    app.get("/<path:rest>", forward);
+    crate::forward_to_site(&mut app, site);
     app
 }

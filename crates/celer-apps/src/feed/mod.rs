@@ -26,7 +26,7 @@ use std::time::Duration;
 use std::convert::Infallible;
 
 use celer::feed::{Feed, Feeds, Source};
-use celer::{App, Body, Request};
+use celer::{App, Body};
 use tower_service::Service;
 
 pub use self::file::FileSource;
@@ -255,16 +255,6 @@ where
     S::Future: Send,
 {
     let mut app = App::new();
-    let forward = move |req: Request| {
-        let mut site = site.clone();
-        async move {
-            match site.call(req.into_http()).await {
-                Ok(res) => res,
-                Err(never) => match never {},
-            }
-        }
-    };
-    app.get("/", forward.clone());
-    app.get("/<path:rest>", forward);
+    crate::forward_to_site(&mut app, site);
     app
 }

@@ -69,8 +69,9 @@ fn render(title: &str, entries: &[(Vec<u8>, bool)], left_out: usize) -> String {
     out
 }
 
-/// Escapes text for HTML content and double-quoted attributes.
-fn escape(text: &str) -> String {
+/// Escapes text for HTML content and quoted attributes (also the OpenAPI
+/// page's).
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

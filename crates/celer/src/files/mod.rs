@@ -68,7 +68,7 @@ mod bundle;
 mod cache;
 pub(crate) mod conditional;
 pub(crate) mod encoding;
-mod listing;
+pub(crate) mod listing;
 mod mime;
 pub mod offload;
 mod open;

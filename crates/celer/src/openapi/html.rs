@@ -7,6 +7,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
+use crate::files::listing::escape;
+
 const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:60rem;\
 padding:1rem 1.5rem;color:#1d1f21}h1{margin-bottom:.2rem}code,pre{font:13px/1.4 ui-monospace,\
 monospace}pre{background:#f5f5f5;padding:.6rem;overflow-x:auto;border-radius:4px}\
@@ -182,21 +184,6 @@ fn link_refs(escaped: &str) -> String {
         "&quot;<a href=\"#schema-$1\">#/components/schemas/$1</a>&quot;",
     )
     .into_owned()
-}
-
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
