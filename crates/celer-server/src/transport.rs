@@ -99,60 +99,41 @@ fn peek_pending(sock: &socket2::SockRef<'_>) -> bool {
     matches!(sock.peek(&mut byte), Ok(n) if n > 0)
 }
 
-impl Transport for tokio::net::TcpStream {
-    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        tokio::net::TcpStream::poll_read_ready(self, cx)
-    }
+/// The same [`Transport`] for each tokio socket type: readiness from tokio,
+/// reads and peeks through the socket itself, `sendfile` where the system
+/// has it.
+macro_rules! socket_transport {
+    ($($stream:ty),+) => {$(
+        impl Transport for $stream {
+            fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                <$stream>::poll_read_ready(self, cx)
+            }
 
-    fn read_arrived(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        recv_into(&socket2::SockRef::from(self), buf)
-    }
+            fn read_arrived(&self, buf: &mut BytesMut) -> io::Result<usize> {
+                recv_into(&socket2::SockRef::from(self), buf)
+            }
 
-    fn has_unread_input(&self) -> bool {
-        peek_pending(&socket2::SockRef::from(self))
-    }
+            fn has_unread_input(&self) -> bool {
+                peek_pending(&socket2::SockRef::from(self))
+            }
 
-    fn can_send_file(&self) -> bool {
-        sys::HAS_SEND_FILE
-    }
+            fn can_send_file(&self) -> bool {
+                sys::HAS_SEND_FILE
+            }
 
-    fn poll_send_file(
-        &self,
-        cx: &mut Context<'_>,
-        file: &File,
-        offset: u64,
-        len: usize,
-    ) -> Poll<io::Result<usize>> {
-        poll_send_file_on!(self, cx, file, offset, len)
-    }
+            fn poll_send_file(
+                &self,
+                cx: &mut Context<'_>,
+                file: &File,
+                offset: u64,
+                len: usize,
+            ) -> Poll<io::Result<usize>> {
+                poll_send_file_on!(self, cx, file, offset, len)
+            }
+        }
+    )+};
 }
 
-impl Transport for tokio::net::UnixStream {
-    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        tokio::net::UnixStream::poll_read_ready(self, cx)
-    }
-
-    fn read_arrived(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        recv_into(&socket2::SockRef::from(self), buf)
-    }
-
-    fn has_unread_input(&self) -> bool {
-        peek_pending(&socket2::SockRef::from(self))
-    }
-
-    fn can_send_file(&self) -> bool {
-        sys::HAS_SEND_FILE
-    }
-
-    fn poll_send_file(
-        &self,
-        cx: &mut Context<'_>,
-        file: &File,
-        offset: u64,
-        len: usize,
-    ) -> Poll<io::Result<usize>> {
-        poll_send_file_on!(self, cx, file, offset, len)
-    }
-}
+socket_transport!(tokio::net::TcpStream, tokio::net::UnixStream);
 
 impl Transport for tokio::io::DuplexStream {}

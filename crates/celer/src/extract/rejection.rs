@@ -84,6 +84,74 @@ macro_rules! define_rejection {
     };
 }
 
+/// The shell of a rejection whose failures are kinds of one type (a form, a
+/// multipart body): `kind` and an optional cause, the constructors, and
+/// `detail`, `Display`, `Error` and `IntoResponse`. The type itself writes
+/// `status()` and `body_text()` from its kind. A server error keeps its
+/// cause in the log, out of the detail a client sees.
+macro_rules! kind_rejection {
+    ($(#[$meta:meta])* $name:ident, $kind:ty, $what:literal) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        pub struct $name {
+            kind: $kind,
+            source: Option<$crate::BoxError>,
+        }
+
+        impl $name {
+            fn new(kind: $kind) -> Self {
+                $name { kind, source: None }
+            }
+
+            fn with_source(kind: $kind, source: impl Into<$crate::BoxError>) -> Self {
+                $name {
+                    kind,
+                    source: Some(source.into()),
+                }
+            }
+
+            /// What went wrong, for a person: the body text and, for a
+            /// client error, its cause.
+            pub fn detail(&self) -> String {
+                match &self.source {
+                    Some(source) if !self.status().is_server_error() => {
+                        format!("{}: {source}", self.body_text())
+                    }
+                    _ => self.body_text().to_owned(),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match &self.source {
+                    Some(source) => write!(f, "{}: {source}", self.body_text()),
+                    None => f.write_str(self.body_text()),
+                }
+            }
+        }
+
+        impl std::error::Error for $name {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.source.as_deref().map(|s| s as _)
+            }
+        }
+
+        impl $crate::response::IntoResponse for $name {
+            fn into_response(self) -> $crate::response::Response {
+                let status = self.status();
+                if status.is_server_error() {
+                    tracing::error!(target: "celer::error", status = %status, error = %self, $what);
+                } else {
+                    tracing::trace!(target: "celer::rejection", status = %status, rejection = %self);
+                }
+                $crate::error::generated(status, self.body_text(), &self.detail())
+            }
+        }
+    };
+}
+pub(crate) use kind_rejection;
+
 macro_rules! composite_rejection {
     ($(#[$meta:meta])* $name:ident { $($variant:ident),+ $(,)? }) => {
         $(#[$meta])*

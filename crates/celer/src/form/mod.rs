@@ -38,15 +38,12 @@
 //! # });
 //! ```
 
-use std::fmt;
-
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use crate::Request;
 use crate::extract::FromRequest;
-use crate::extract::rejection::BytesRejection;
-use crate::response::{IntoResponse, Response};
+use crate::extract::rejection::{BytesRejection, kind_rejection};
 
 /// The default limit on a form body: 64 KiB (bytes). A route's smaller
 /// body limit wins.
@@ -129,27 +126,16 @@ enum Kind {
     ReadFailed,
 }
 
-/// Why a form was refused: `415` when the body is not a urlencoded form,
-/// `413` past a limit, `422` when it does not fit the type, `400` when it
-/// could not be read.
-#[derive(Debug)]
-pub struct FormError {
-    kind: Kind,
-    source: Option<crate::BoxError>,
-}
+kind_rejection!(
+    /// Why a form was refused: `415` when the body is not a urlencoded form,
+    /// `413` past a limit, `422` when it does not fit the type, `400` when it
+    /// could not be read.
+    FormError,
+    Kind,
+    "form refused"
+);
 
 impl FormError {
-    fn new(kind: Kind) -> Self {
-        FormError { kind, source: None }
-    }
-
-    fn with_source(kind: Kind, source: impl Into<crate::BoxError>) -> Self {
-        FormError {
-            kind,
-            source: Some(source.into()),
-        }
-    }
-
     /// The status this error is answered with.
     pub fn status(&self) -> StatusCode {
         match self.kind {
@@ -169,33 +155,5 @@ impl FormError {
             Kind::Data => "form does not match the expected shape",
             Kind::ReadFailed => "failed to read the request body",
         }
-    }
-
-    /// What went wrong, for a person: the body text and its cause.
-    pub fn detail(&self) -> String {
-        self.to_string()
-    }
-}
-
-impl fmt::Display for FormError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.source {
-            Some(source) => write!(f, "{}: {source}", self.body_text()),
-            None => f.write_str(self.body_text()),
-        }
-    }
-}
-
-impl std::error::Error for FormError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|s| s as _)
-    }
-}
-
-impl IntoResponse for FormError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        tracing::trace!(target: "celer::rejection", status = %status, rejection = %self);
-        crate::error::generated(status, self.body_text(), &self.detail())
     }
 }

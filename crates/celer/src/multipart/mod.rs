@@ -64,8 +64,7 @@ use http::StatusCode;
 use http_body_util::BodyExt;
 
 use crate::extract::FromRequest;
-use crate::extract::rejection::BodyTooLarge;
-use crate::response::{IntoResponse, Response};
+use crate::extract::rejection::{BodyTooLarge, kind_rejection};
 use crate::{Body, Request};
 
 pub use limits::{
@@ -479,27 +478,16 @@ enum Kind {
     Io,
 }
 
-/// Why a multipart body was refused: `415` when it is not
-/// `multipart/form-data`, `413` past a limit, `400` when malformed or
-/// truncated, `500` when a file could not be written.
-#[derive(Debug)]
-pub struct MultipartError {
-    kind: Kind,
-    source: Option<crate::BoxError>,
-}
+kind_rejection!(
+    /// Why a multipart body was refused: `415` when it is not
+    /// `multipart/form-data`, `413` past a limit, `400` when malformed or
+    /// truncated, `500` when a file could not be written.
+    MultipartError,
+    Kind,
+    "multipart upload failed"
+);
 
 impl MultipartError {
-    fn new(kind: Kind) -> Self {
-        MultipartError { kind, source: None }
-    }
-
-    fn with_source(kind: Kind, source: impl Into<crate::BoxError>) -> Self {
-        MultipartError {
-            kind,
-            source: Some(source.into()),
-        }
-    }
-
     /// The status this error is answered with.
     pub fn status(&self) -> StatusCode {
         match self.kind {
@@ -526,40 +514,5 @@ impl MultipartError {
             Kind::ReadFailed => "failed to read the request body",
             Kind::Io => "internal server error",
         }
-    }
-
-    /// What went wrong, for a person: the body text and its cause.
-    pub fn detail(&self) -> String {
-        match &self.source {
-            Some(source) if self.kind != Kind::Io => format!("{}: {source}", self.body_text()),
-            _ => self.body_text().to_owned(),
-        }
-    }
-}
-
-impl fmt::Display for MultipartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.source {
-            Some(source) => write!(f, "{}: {source}", self.body_text()),
-            None => f.write_str(self.body_text()),
-        }
-    }
-}
-
-impl std::error::Error for MultipartError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|s| s as _)
-    }
-}
-
-impl IntoResponse for MultipartError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        if status.is_server_error() {
-            tracing::error!(target: "celer::error", status = %status, error = %self, "multipart upload failed");
-        } else {
-            tracing::trace!(target: "celer::rejection", status = %status, rejection = %self);
-        }
-        crate::error::generated(status, self.body_text(), &self.detail())
     }
 }
