@@ -63,10 +63,12 @@
 mod sqlite;
 mod store;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
-use futures_util::future::BoxFuture;
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -82,7 +84,8 @@ pub use self::store::{
 
 use crate::cookie::{Cookie, CookieJar, SameSite};
 use crate::extract::FromRequest;
-use crate::{Error, Next, Request, Response};
+use crate::handler::NextFuture;
+use crate::{Error, Handler, Next, Request, Response};
 
 /// The default idle timeout: 30 minutes without a request that reads the
 /// session end it (OWASP's session management guidance for most apps).
@@ -222,21 +225,24 @@ impl Sessions {
     /// The middleware, for [`App::middleware`](crate::App::middleware).
     /// A request whose cookies are over the jar's limits is answered
     /// `431` here.
-    pub fn layer(
-        &self,
-    ) -> impl Fn(Request, Next) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static
-    {
+    pub fn layer(&self) -> impl Handler<(Request, Next)> + Clone {
         let config = self.config.clone();
-        move |req, next| Box::pin(run(config.clone(), req, next))
+        move |req, next| start(&config, req, next)
     }
 }
 
-async fn run(config: Arc<Config>, mut req: Request, next: Next) -> Response {
+/// Attaches the session to the request and runs the rest of the chain.
+fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     use crate::IntoResponse as _;
     // The jar's limits (a `431` past them), without building a jar.
     let incoming = match crate::cookie::find(req.headers(), &config.cookie_name) {
-        Ok(value) => value.map(Box::from),
-        Err(rejection) => return rejection.into_response(),
+        Ok(value) => value.map(Handle::new),
+        Err(rejection) => {
+            return SessionFuture {
+                session: None,
+                fut: NextFuture::ready(rejection.into_response()),
+            };
+        }
     };
     let session = Session {
         inner: Arc::new(Inner {
@@ -245,12 +251,81 @@ async fn run(config: Arc<Config>, mut req: Request, next: Next) -> Response {
             state: Mutex::new(State::default()),
         }),
     };
-    req.extensions_mut().insert(session.clone());
-    let mut res = next.run(req).await;
-    if let Err(err) = session.finish(&mut res).await {
-        return err.into_response();
+    req.set_session(session.clone());
+    SessionFuture {
+        session: Some(session),
+        fut: next.run(req),
     }
-    res
+}
+
+/// The session middleware's future: the rest of the chain, then the save
+/// when the session changed. Two words beside the chain's future, so the
+/// app keeps it in place (no allocation) until a save has to wait.
+struct SessionFuture {
+    /// Taken when the chain has answered.
+    session: Option<Session>,
+    /// The rest of the chain; then, if a save is due, the save.
+    fut: NextFuture,
+}
+
+impl Future for SessionFuture {
+    type Output = Response;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        use crate::IntoResponse as _;
+        let this = self.get_mut();
+        loop {
+            let res = std::task::ready!(Pin::new(&mut this.fut).poll(cx));
+            let Some(session) = this.session.take() else {
+                return Poll::Ready(res);
+            };
+            if !session.needs_finish() {
+                return Poll::Ready(res);
+            }
+            this.fut = NextFuture::boxed(Box::pin(async move {
+                let mut res = res;
+                match session.finish(&mut res).await {
+                    Ok(()) => res,
+                    Err(err) => err.into_response(),
+                }
+            }));
+        }
+    }
+}
+
+/// The handle a request's cookie carried, kept in the session's own
+/// allocation when it is as short as a server store's id (43 bytes).
+enum Handle {
+    Inline { len: u8, bytes: [u8; HANDLE_INLINE] },
+    Heap(Box<str>),
+}
+
+/// Bytes of a handle kept inline: a base64url 256-bit id is 43.
+const HANDLE_INLINE: usize = 48;
+
+impl Handle {
+    fn new(value: &str) -> Handle {
+        if value.len() <= HANDLE_INLINE {
+            let mut bytes = [0u8; HANDLE_INLINE];
+            bytes[..value.len()].copy_from_slice(value.as_bytes());
+            Handle::Inline {
+                len: value.len() as u8,
+                bytes,
+            }
+        } else {
+            Handle::Heap(value.into())
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            Handle::Inline { len, bytes } => {
+                // Copied from a `&str` whole, so always UTF-8.
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            Handle::Heap(handle) => handle,
+        }
+    }
 }
 
 /// The session of the request (see the [module](self) docs).
@@ -268,7 +343,7 @@ impl std::fmt::Debug for Session {
 struct Inner {
     config: Arc<Config>,
     /// The handle the request's cookie carried.
-    incoming: Option<Box<str>>,
+    incoming: Option<Handle>,
     state: Mutex<State>,
 }
 
@@ -298,7 +373,7 @@ impl Session {
             return Ok(());
         }
         let config = &self.inner.config;
-        let loaded = match self.inner.incoming.as_deref() {
+        let loaded = match self.inner.incoming.as_ref().map(Handle::as_str) {
             Some(handle) => match config.store.load_now(handle) {
                 Some(answer) => answer?,
                 None => config.store.load(handle).await?,
@@ -396,6 +471,13 @@ impl Session {
         Ok(())
     }
 
+    /// Whether [`finish`](Self::finish) has anything to do: the session
+    /// was read and then changed or destroyed.
+    fn needs_finish(&self) -> bool {
+        let state = self.lock();
+        state.record.is_some() && (state.changed || state.destroyed)
+    }
+
     /// Saves what changed and sets the cookie.
     async fn finish(&self, res: &mut Response) -> Result<(), Error> {
         let config = &self.inner.config;
@@ -409,7 +491,7 @@ impl Session {
             }
             (record.clone(), state.live, state.rotate, state.destroyed)
         };
-        let incoming = self.inner.incoming.as_deref();
+        let incoming = self.inner.incoming.as_ref().map(Handle::as_str);
         let mut jar = CookieJar::new();
         let cookie = |value: String| {
             Cookie::new(config.cookie_name.clone(), value)
@@ -449,7 +531,7 @@ impl FromRequest for Session {
     type Rejection = Error;
 
     async fn from_request(req: &mut Request) -> Result<Self, Self::Rejection> {
-        req.extensions().get::<Session>().cloned().ok_or_else(|| {
+        req.session().cloned().ok_or_else(|| {
             Error::internal(
                 "no Session on this request: install Sessions::layer() with App::middleware",
             )
