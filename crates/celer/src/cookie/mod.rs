@@ -301,6 +301,10 @@ impl CookieJar {
     }
 }
 
+/// Fields shorter than this many bytes are not scanned for `;` by
+/// [`check_fields`]: three bytes per pair allowed.
+const PAIR_BOUND_BYTES: usize = 3 * MAX_COOKIES;
+
 /// Checks the limits on `Cookie` fields: [`MAX_COOKIE_HEADER_BYTES`] over
 /// all of them, [`MAX_COOKIES`] pairs in the UTF-8 ones. A field holds at
 /// most one pair more than it has `;`, so the pairs are counted one by
@@ -314,7 +318,14 @@ fn check_fields<'a, I: Iterator<Item = &'a http::HeaderValue>>(
         if total > MAX_COOKIE_HEADER_BYTES {
             return Err(CookieRejection::TooLarge);
         }
-        most += 1 + memchr::memchr_iter(b';', field.as_bytes()).count();
+        // A pair takes at least three bytes with its `;` ("a=;"), so a
+        // field shorter than that many per pair allowed holds no more;
+        // only a longer one has its `;` counted.
+        most += if field.len() < PAIR_BOUND_BYTES {
+            field.len().div_ceil(3)
+        } else {
+            1 + memchr::memchr_iter(b';', field.as_bytes()).count()
+        };
     }
     if most <= MAX_COOKIES {
         return Ok(());
