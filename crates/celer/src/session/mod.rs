@@ -236,7 +236,7 @@ fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     use crate::IntoResponse as _;
     // The jar's limits (a `431` past them), without building a jar.
     let incoming = match crate::cookie::find(req.headers(), &config.cookie_name) {
-        Ok(value) => value.map(Handle::new),
+        Ok(value) => value.map(Box::from),
         Err(rejection) => {
             return SessionFuture {
                 session: None,
@@ -293,41 +293,6 @@ impl Future for SessionFuture {
     }
 }
 
-/// The handle a request's cookie carried, kept in the session's own
-/// allocation when it is as short as a server store's id (43 bytes).
-enum Handle {
-    Inline { len: u8, bytes: [u8; HANDLE_INLINE] },
-    Heap(Box<str>),
-}
-
-/// Bytes of a handle kept inline: a base64url 256-bit id is 43.
-const HANDLE_INLINE: usize = 48;
-
-impl Handle {
-    fn new(value: &str) -> Handle {
-        if value.len() <= HANDLE_INLINE {
-            let mut bytes = [0u8; HANDLE_INLINE];
-            bytes[..value.len()].copy_from_slice(value.as_bytes());
-            Handle::Inline {
-                len: value.len() as u8,
-                bytes,
-            }
-        } else {
-            Handle::Heap(value.into())
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        match self {
-            Handle::Inline { len, bytes } => {
-                // Copied from a `&str` whole, so always UTF-8.
-                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
-            }
-            Handle::Heap(handle) => handle,
-        }
-    }
-}
-
 /// The session of the request (see the [module](self) docs).
 #[derive(Clone)]
 pub struct Session {
@@ -343,7 +308,7 @@ impl std::fmt::Debug for Session {
 struct Inner {
     config: Arc<Config>,
     /// The handle the request's cookie carried.
-    incoming: Option<Handle>,
+    incoming: Option<Box<str>>,
     state: Mutex<State>,
 }
 
@@ -373,7 +338,7 @@ impl Session {
             return Ok(());
         }
         let config = &self.inner.config;
-        let loaded = match self.inner.incoming.as_ref().map(Handle::as_str) {
+        let loaded = match self.inner.incoming.as_deref() {
             Some(handle) => match config.store.load_now(handle) {
                 Some(answer) => answer?,
                 None => config.store.load(handle).await?,
@@ -491,7 +456,7 @@ impl Session {
             }
             (record.clone(), state.live, state.rotate, state.destroyed)
         };
-        let incoming = self.inner.incoming.as_ref().map(Handle::as_str);
+        let incoming = self.inner.incoming.as_deref();
         let mut jar = CookieJar::new();
         let cookie = |value: String| {
             Cookie::new(config.cookie_name.clone(), value)
