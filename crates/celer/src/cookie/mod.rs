@@ -469,4 +469,35 @@ mod tests {
         );
         assert_eq!(find(&headers, "a"), Ok(Some("1")));
     }
+
+    /// The shortest fields of `MAX_COOKIES` and one more pairs sit on
+    /// either side of the length under which `;` are not counted; short
+    /// fields that together hold too many pairs are still counted.
+    #[test]
+    fn pair_limit_at_the_short_field_bound() {
+        let field = |n: usize| vec!["a="; n].join(";");
+        let check = |fields: &[String]| {
+            let mut headers = HeaderMap::new();
+            for field in fields {
+                headers.append(header::COOKIE, field.parse().unwrap());
+            }
+            (
+                find(&headers, "a").map(|v| v.is_some()),
+                CookieJar::from_headers(&headers).map(|jar| jar.len()),
+            )
+        };
+        let most = field(MAX_COOKIES);
+        assert!(most.len() < PAIR_BOUND_BYTES);
+        assert_eq!(check(&[most]), (Ok(true), Ok(MAX_COOKIES)));
+        let over = field(MAX_COOKIES + 1);
+        assert!(over.len() >= PAIR_BOUND_BYTES);
+        let refused = (
+            Err(CookieRejection::TooMany),
+            Err(CookieRejection::TooMany),
+        );
+        assert_eq!(check(&[over]), refused);
+        let thirds = vec![field(MAX_COOKIES / 3 + 1); 3];
+        assert!(thirds.iter().all(|f| f.len() < PAIR_BOUND_BYTES));
+        assert_eq!(check(&thirds), refused);
+    }
 }

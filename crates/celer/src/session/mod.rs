@@ -516,3 +516,35 @@ impl StoreError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The session middleware's future fits the room the app keeps for a
+    /// future in place (`handler::inline::WORDS`, 4 words), so a request
+    /// through it allocates nothing for it.
+    #[test]
+    fn the_middleware_future_is_kept_in_place() {
+        assert!(std::mem::size_of::<SessionFuture>() <= 4 * std::mem::size_of::<usize>());
+    }
+
+    /// `Request::into_http` hands the session on in the extensions.
+    #[test]
+    fn into_http_keeps_the_session() {
+        let sessions = Sessions::new(MemoryStore::new());
+        let session = Session {
+            inner: Arc::new(Inner {
+                config: sessions.config.clone(),
+                incoming: None,
+                state: Mutex::new(State::default()),
+            }),
+        };
+        let mut req = Request::builder().uri("/").body(()).unwrap();
+        req.set_session(session.clone());
+        assert!(req.session().is_some());
+        let http = req.into_http();
+        let carried = http.extensions().get::<Session>().expect("the session");
+        assert!(Arc::ptr_eq(&carried.inner, &session.inner));
+    }
+}
