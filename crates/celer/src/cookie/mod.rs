@@ -491,10 +491,7 @@ mod tests {
         assert_eq!(check(&[most]), (Ok(true), Ok(MAX_COOKIES)));
         let over = field(MAX_COOKIES + 1);
         assert!(over.len() >= PAIR_BOUND_BYTES);
-        let refused = (
-            Err(CookieRejection::TooMany),
-            Err(CookieRejection::TooMany),
-        );
+        let refused = (Err(CookieRejection::TooMany), Err(CookieRejection::TooMany));
         assert_eq!(check(&[over]), refused);
         let thirds = vec![field(MAX_COOKIES / 3 + 1); 3];
         assert!(thirds.iter().all(|f| f.len() < PAIR_BOUND_BYTES));

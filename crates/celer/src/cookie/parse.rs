@@ -58,7 +58,11 @@ impl<'a> Iterator for Pairs<'a> {
                 Some(n) => eq + 1 + n,
                 None => bytes.len(),
             };
-            self.rest = if end < bytes.len() { &rest[end + 1..] } else { "" };
+            self.rest = if end < bytes.len() {
+                &rest[end + 1..]
+            } else {
+                ""
+            };
             let name = trim_ows(&rest[..eq]);
             if name.is_empty() {
                 continue;
