@@ -301,6 +301,10 @@ impl CookieJar {
     }
 }
 
+/// Fields shorter than this many bytes are not scanned for `;` by
+/// [`check_fields`]: three bytes per pair allowed.
+const PAIR_BOUND_BYTES: usize = 3 * MAX_COOKIES;
+
 /// Checks the limits on `Cookie` fields: [`MAX_COOKIE_HEADER_BYTES`] over
 /// all of them, [`MAX_COOKIES`] pairs in the UTF-8 ones. A field holds at
 /// most one pair more than it has `;`, so the pairs are counted one by
@@ -314,7 +318,14 @@ fn check_fields<'a, I: Iterator<Item = &'a http::HeaderValue>>(
         if total > MAX_COOKIE_HEADER_BYTES {
             return Err(CookieRejection::TooLarge);
         }
-        most += 1 + memchr::memchr_iter(b';', field.as_bytes()).count();
+        // A pair takes at least three bytes with its `;` ("a=;"), so a
+        // field shorter than that many per pair allowed holds no more;
+        // only a longer one has its `;` counted.
+        most += if field.len() < PAIR_BOUND_BYTES {
+            field.len().div_ceil(3)
+        } else {
+            1 + memchr::memchr_iter(b';', field.as_bytes()).count()
+        };
     }
     if most <= MAX_COOKIES {
         return Ok(());
@@ -457,5 +468,33 @@ mod tests {
             format!("a=1{}", ";".repeat(200)).parse().unwrap(),
         );
         assert_eq!(find(&headers, "a"), Ok(Some("1")));
+    }
+
+    /// The shortest fields of `MAX_COOKIES` and one more pairs sit on
+    /// either side of the length under which `;` are not counted; short
+    /// fields that together hold too many pairs are still counted.
+    #[test]
+    fn pair_limit_at_the_short_field_bound() {
+        let field = |n: usize| vec!["a="; n].join(";");
+        let check = |fields: &[String]| {
+            let mut headers = HeaderMap::new();
+            for field in fields {
+                headers.append(header::COOKIE, field.parse().unwrap());
+            }
+            (
+                find(&headers, "a").map(|v| v.is_some()),
+                CookieJar::from_headers(&headers).map(|jar| jar.len()),
+            )
+        };
+        let most = field(MAX_COOKIES);
+        assert!(most.len() < PAIR_BOUND_BYTES);
+        assert_eq!(check(&[most]), (Ok(true), Ok(MAX_COOKIES)));
+        let over = field(MAX_COOKIES + 1);
+        assert!(over.len() >= PAIR_BOUND_BYTES);
+        let refused = (Err(CookieRejection::TooMany), Err(CookieRejection::TooMany));
+        assert_eq!(check(&[over]), refused);
+        let thirds = vec![field(MAX_COOKIES / 3 + 1); 3];
+        assert!(thirds.iter().all(|f| f.len() < PAIR_BOUND_BYTES));
+        assert_eq!(check(&thirds), refused);
     }
 }

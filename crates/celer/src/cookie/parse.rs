@@ -20,8 +20,10 @@ pub fn parse_pairs(field: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
     Pairs { rest: field }
 }
 
-/// The iterator of [`parse_pairs`]: `memchr` finds each `;` and `=`
-/// (`;` and `=` are ASCII, so every cut is on a character boundary).
+/// The iterator of [`parse_pairs`]. Each pair is one pass: a byte loop
+/// over the name up to its `=` (names are short), then `memchr` for the
+/// `;` after the value (values may be long). `;` and `=` are ASCII, so
+/// every cut is on a character boundary.
 struct Pairs<'a> {
     rest: &'a str,
 }
@@ -29,32 +31,54 @@ struct Pairs<'a> {
 impl<'a> Iterator for Pairs<'a> {
     type Item = (&'a str, &'a str);
 
+    #[inline]
     fn next(&mut self) -> Option<(&'a str, &'a str)> {
-        while !self.rest.is_empty() {
-            let (pair, rest) = match memchr::memchr(b';', self.rest.as_bytes()) {
-                Some(end) => (&self.rest[..end], &self.rest[end + 1..]),
-                None => (self.rest, ""),
-            };
-            self.rest = rest;
-            let Some(eq) = memchr::memchr(b'=', pair.as_bytes()) else {
+        loop {
+            let rest = self.rest;
+            let bytes = rest.as_bytes();
+            if bytes.is_empty() {
+                return None;
+            }
+            // The name: up to the first `=` or `;`.
+            let mut eq = 0;
+            while eq < bytes.len() && bytes[eq] != b'=' && bytes[eq] != b';' {
+                eq += 1;
+            }
+            if eq == bytes.len() {
+                // A last pair without `=`.
+                self.rest = "";
+                return None;
+            }
+            if bytes[eq] == b';' {
+                // A pair without `=`: skipped.
+                self.rest = &rest[eq + 1..];
                 continue;
+            }
+            let end = match memchr::memchr(b';', &bytes[eq + 1..]) {
+                Some(n) => eq + 1 + n,
+                None => bytes.len(),
             };
-            let name = trim_ows(&pair[..eq]);
+            self.rest = if end < bytes.len() {
+                &rest[end + 1..]
+            } else {
+                ""
+            };
+            let name = trim_ows(&rest[..eq]);
             if name.is_empty() {
                 continue;
             }
-            let value = trim_ows(&pair[eq + 1..]);
+            let value = trim_ows(&rest[eq + 1..end]);
             let value = match value.as_bytes() {
                 [b'"', .., b'"'] if value.len() >= 2 => &value[1..value.len() - 1],
                 _ => value,
             };
             return Some((name, value));
         }
-        None
     }
 }
 
 /// `s` without leading and trailing SP and HTAB (RFC 9110 §5.6.3 OWS).
+#[inline]
 fn trim_ows(s: &str) -> &str {
     let bytes = s.as_bytes();
     let (mut start, mut end) = (0, bytes.len());

@@ -58,13 +58,14 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use futures_util::future::BoxFuture;
 use http::{HeaderMap, Method, StatusCode, header};
 use subtle::ConstantTimeEq;
 
-use crate::handler::NextFuture;
+use crate::handler::{Dispatched, NextFuture};
 use crate::response::{IntoResponse, Response};
 use crate::session::Session;
-use crate::{Error, Next, Request};
+use crate::{Error, Handler, Next, Request};
 
 /// The session key under which the CSRF secret is kept.
 pub const SESSION_KEY: &str = "_csrf";
@@ -138,19 +139,46 @@ impl Csrf {
     /// The middleware, for [`App::middleware`](crate::App::middleware),
     /// after the session middleware. A request of a safe method goes on
     /// as it came, at no cost beyond the method's check.
-    pub fn layer(&self) -> impl Fn(Request, Next) -> NextFuture + Clone + Send + Sync + 'static {
-        let config = self.config.clone();
-        move |req: Request, next: Next| {
-            // RFC 9110 §9.2.1: safe methods change nothing and are not checked.
-            if matches!(
-                *req.method(),
-                Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-            ) {
-                next.run(req)
-            } else {
-                NextFuture::boxed(Box::pin(run(config.clone(), req, next)))
-            }
+    pub fn layer(&self) -> impl Handler<(Request, Next)> + Clone {
+        Layer {
+            config: self.config.clone(),
         }
+    }
+}
+
+/// The middleware [`Csrf::layer`] returns. A value of its own rather than
+/// a closure so that the app takes the rest of the chain's future back
+/// as it is: a closure's future is kept in place and then boxed by the
+/// `next.run` before it, one allocation per request.
+#[derive(Clone)]
+struct Layer {
+    config: Arc<Config>,
+}
+
+impl Layer {
+    fn dispatch(&self, req: Request, next: Next) -> NextFuture {
+        // RFC 9110 §9.2.1: safe methods change nothing and are not checked.
+        if matches!(
+            *req.method(),
+            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+        ) {
+            next.run(req)
+        } else {
+            NextFuture::boxed(Box::pin(run(self.config.clone(), req, next)))
+        }
+    }
+}
+
+impl Handler<(Request, Next)> for Layer {
+    fn call(&self, req: Request, next: Next) -> BoxFuture<'static, Response> {
+        Box::pin(self.dispatch(req, next))
+    }
+}
+
+impl crate::handler::sealed::Dispatch<(Request, Next)> for Layer {
+    #[inline]
+    fn call_next(&self, req: Request, next: Next) -> Dispatched {
+        self.dispatch(req, next).into()
     }
 }
 
@@ -259,7 +287,7 @@ fn form_urlencoded_field(body: &[u8], field: &str) -> Option<String> {
 }
 
 fn session_of(req: &Request) -> Result<Session, Error> {
-    req.extensions().get::<Session>().cloned().ok_or_else(|| {
+    req.session().cloned().ok_or_else(|| {
         Error::internal("csrf needs the session: install Sessions::layer() before Csrf::layer()")
     })
 }

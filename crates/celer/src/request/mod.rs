@@ -60,6 +60,11 @@ struct Inner {
     /// The id of the matched route, [`NO_ROUTE`] before routing: names
     /// the route in the log lines of a parameter mismatch or a panic.
     route: u32,
+    /// The session the session middleware attached. A field rather than
+    /// an extension: `http::Extensions` allocates a map (and a box for
+    /// the value) on its first insert, which cost about 400 instructions
+    /// a request (`bench/runs/2026-11-27-sec-overhead/`).
+    session: Option<crate::session::Session>,
 }
 
 /// [`Inner::route`] before routing.
@@ -144,6 +149,7 @@ impl Request {
                 body_limit,
                 body_taken: false,
                 route: NO_ROUTE,
+                session: None,
             },
         );
         Request {
@@ -691,10 +697,32 @@ impl Request {
         accept(&essence)
     }
 
-    /// Gives back the `http` request.
+    /// Gives back the `http` request. A [`Session`](crate::session::Session)
+    /// attached by the session middleware goes into its extensions.
     pub fn into_http(self) -> http::Request<Body> {
         let mut inner = self.inner.into_inner();
-        std::mem::take(&mut inner.http)
+        let mut http = std::mem::take(&mut inner.http);
+        if let Some(session) = inner.session.take() {
+            http.extensions_mut().insert(session);
+        }
+        http
+    }
+
+    /// Attaches the request's session (the session middleware does).
+    #[inline]
+    pub(crate) fn set_session(&mut self, session: crate::session::Session) {
+        self.inner.session = Some(session);
+    }
+
+    /// The session the session middleware attached, else one in the
+    /// extensions (a request built around an `http::Request` that
+    /// carries one).
+    #[inline]
+    pub(crate) fn session(&self) -> Option<&crate::session::Session> {
+        self.inner
+            .session
+            .as_ref()
+            .or_else(|| self.extensions().get::<crate::session::Session>())
     }
 
     /// A builder for requests outside a server, e.g. in tests and docs.

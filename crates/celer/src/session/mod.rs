@@ -63,10 +63,12 @@
 mod sqlite;
 mod store;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
-use futures_util::future::BoxFuture;
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -82,7 +84,8 @@ pub use self::store::{
 
 use crate::cookie::{Cookie, CookieJar, SameSite};
 use crate::extract::FromRequest;
-use crate::{Error, Next, Request, Response};
+use crate::handler::NextFuture;
+use crate::{Error, Handler, Next, Request, Response};
 
 /// The default idle timeout: 30 minutes without a request that reads the
 /// session end it (OWASP's session management guidance for most apps).
@@ -222,21 +225,24 @@ impl Sessions {
     /// The middleware, for [`App::middleware`](crate::App::middleware).
     /// A request whose cookies are over the jar's limits is answered
     /// `431` here.
-    pub fn layer(
-        &self,
-    ) -> impl Fn(Request, Next) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static
-    {
+    pub fn layer(&self) -> impl Handler<(Request, Next)> + Clone {
         let config = self.config.clone();
-        move |req, next| Box::pin(run(config.clone(), req, next))
+        move |req, next| start(&config, req, next)
     }
 }
 
-async fn run(config: Arc<Config>, mut req: Request, next: Next) -> Response {
+/// Attaches the session to the request and runs the rest of the chain.
+fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     use crate::IntoResponse as _;
     // The jar's limits (a `431` past them), without building a jar.
     let incoming = match crate::cookie::find(req.headers(), &config.cookie_name) {
         Ok(value) => value.map(Box::from),
-        Err(rejection) => return rejection.into_response(),
+        Err(rejection) => {
+            return SessionFuture {
+                session: None,
+                fut: NextFuture::ready(rejection.into_response()),
+            };
+        }
     };
     let session = Session {
         inner: Arc::new(Inner {
@@ -245,12 +251,46 @@ async fn run(config: Arc<Config>, mut req: Request, next: Next) -> Response {
             state: Mutex::new(State::default()),
         }),
     };
-    req.extensions_mut().insert(session.clone());
-    let mut res = next.run(req).await;
-    if let Err(err) = session.finish(&mut res).await {
-        return err.into_response();
+    req.set_session(session.clone());
+    SessionFuture {
+        session: Some(session),
+        fut: next.run(req),
     }
-    res
+}
+
+/// The session middleware's future: the rest of the chain, then the save
+/// when the session changed. Two words beside the chain's future, so the
+/// app keeps it in place (no allocation) until a save has to wait.
+struct SessionFuture {
+    /// Taken when the chain has answered.
+    session: Option<Session>,
+    /// The rest of the chain; then, if a save is due, the save.
+    fut: NextFuture,
+}
+
+impl Future for SessionFuture {
+    type Output = Response;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        use crate::IntoResponse as _;
+        let this = self.get_mut();
+        loop {
+            let res = std::task::ready!(Pin::new(&mut this.fut).poll(cx));
+            let Some(session) = this.session.take() else {
+                return Poll::Ready(res);
+            };
+            if !session.needs_finish() {
+                return Poll::Ready(res);
+            }
+            this.fut = NextFuture::boxed(Box::pin(async move {
+                let mut res = res;
+                match session.finish(&mut res).await {
+                    Ok(()) => res,
+                    Err(err) => err.into_response(),
+                }
+            }));
+        }
+    }
 }
 
 /// The session of the request (see the [module](self) docs).
@@ -396,6 +436,13 @@ impl Session {
         Ok(())
     }
 
+    /// Whether [`finish`](Self::finish) has anything to do: the session
+    /// was read and then changed or destroyed.
+    fn needs_finish(&self) -> bool {
+        let state = self.lock();
+        state.record.is_some() && (state.changed || state.destroyed)
+    }
+
     /// Saves what changed and sets the cookie.
     async fn finish(&self, res: &mut Response) -> Result<(), Error> {
         let config = &self.inner.config;
@@ -449,7 +496,7 @@ impl FromRequest for Session {
     type Rejection = Error;
 
     async fn from_request(req: &mut Request) -> Result<Self, Self::Rejection> {
-        req.extensions().get::<Session>().cloned().ok_or_else(|| {
+        req.session().cloned().ok_or_else(|| {
             Error::internal(
                 "no Session on this request: install Sessions::layer() with App::middleware",
             )
@@ -467,5 +514,37 @@ impl StoreError {
         } else {
             StatusCode::INTERNAL_SERVER_ERROR
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The session middleware's future fits the room the app keeps for a
+    /// future in place (`handler::inline::WORDS`, 4 words), so a request
+    /// through it allocates nothing for it.
+    #[test]
+    fn the_middleware_future_is_kept_in_place() {
+        assert!(std::mem::size_of::<SessionFuture>() <= 4 * std::mem::size_of::<usize>());
+    }
+
+    /// `Request::into_http` hands the session on in the extensions.
+    #[test]
+    fn into_http_keeps_the_session() {
+        let sessions = Sessions::new(MemoryStore::new());
+        let session = Session {
+            inner: Arc::new(Inner {
+                config: sessions.config.clone(),
+                incoming: None,
+                state: Mutex::new(State::default()),
+            }),
+        };
+        let mut req = Request::builder().uri("/").body(()).unwrap();
+        req.set_session(session.clone());
+        assert!(req.session().is_some());
+        let http = req.into_http();
+        let carried = http.extensions().get::<Session>().expect("the session");
+        assert!(Arc::ptr_eq(&carried.inner, &session.inner));
     }
 }
