@@ -63,7 +63,7 @@ struct Inner {
     /// The session the session middleware attached. A field rather than
     /// an extension: `http::Extensions` allocates a map (and a box for
     /// the value) on its first insert, which cost about 400 instructions
-    /// a request (`bench/runs/2026-11-27-sec-overhead/`).
+    /// a request (`bench/runs/2026-11-26-sec-overhead-2/`).
     session: Option<crate::session::Session>,
 }
 
