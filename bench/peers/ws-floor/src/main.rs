@@ -415,10 +415,10 @@ impl Server {
             ..
         } = self;
         for &fd in subs.iter() {
-            if let Some(conn) = conns[fd as usize].as_mut().filter(|c| !c.closing) {
-                if !send_or_queue(fd, conn, fanout) {
-                    dead.push(fd);
-                }
+            if let Some(conn) = conns[fd as usize].as_mut().filter(|c| !c.closing)
+                && !send_or_queue(fd, conn, fanout)
+            {
+                dead.push(fd);
             }
         }
         fanout.clear();
@@ -448,10 +448,10 @@ impl Server {
         };
         if conn.sub != usize::MAX {
             self.subs.swap_remove(conn.sub);
-            if let Some(&moved) = self.subs.get(conn.sub) {
-                if let Some(other) = self.conns[moved as usize].as_mut() {
-                    other.sub = conn.sub;
-                }
+            if let Some(&moved) = self.subs.get(conn.sub)
+                && let Some(other) = self.conns[moved as usize].as_mut()
+            {
+                other.sub = conn.sub;
             }
         }
         self.open -= 1;
