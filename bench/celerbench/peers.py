@@ -231,6 +231,32 @@ class WsRustPeer:
                 "permessage-deflate)")
 
 
+class WsFloor:
+    """bench/peers/ws-floor (its own cargo project): the floor, a WebSocket
+    server with the least user-space work the echo and fan-out loads allow
+    (one thread, raw epoll, one `send` per readable batch, a broadcast frame
+    built once and sent in a plain loop); docs/decisions/069."""
+
+    DIR = "peers/ws-floor"
+
+    def prepare(self, run, _label):
+        d = os.path.join(run.bench, self.DIR)
+        run.log(f"building bench/{self.DIR} (release)")
+        ok = subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path", f"{d}/Cargo.toml",
+                             "--target-dir", f"{d}/target"]).returncode == 0
+        self.path = f"{d}/target/release/peer-ws-floor"
+        return ok
+
+    def argv(self, run, variant, port, _dir):
+        return [self.path, str(port)]
+
+    def version(self, run):
+        lock = open(os.path.join(run.bench, self.DIR, "Cargo.lock")).read()
+        v = dict(re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', lock))
+        return (f"bench/{self.DIR} peer-ws-floor: libc {v.get('libc')}, sha1_smol {v.get('sha1_smol')}, base64 "
+                f"{v.get('base64')} (one thread, edge-triggered epoll; no fragmentation, extensions or UTF-8 check)")
+
+
 class GoWs:
     """bench/peers/ws-go: gorilla/websocket (from the Go module proxy),
     GOMAXPROCS=1, permessage-deflate off (its default)."""

@@ -11,8 +11,8 @@ import time
 from . import proc
 from .driver import ROOT, Case, fmt, median, medians_table, ratio
 from .loadgen import CelerBench, H2load, Wrk
-from .peers import (Celer, GoPeer, GoWs, H2o, Nginx, NodeWs, RustPeer, WsRustPeer, apt_install, cargo_build,
-                    listen, tool)
+from .peers import (Celer, GoPeer, GoWs, H2o, Nginx, NodeWs, RustPeer, WsFloor, WsRustPeer, apt_install,
+                    cargo_build, listen, tool)
 
 # raw.csv of compare and tls (one row per run; the idle columns for compare's idle).
 WRK_COLUMNS = ["repeat", "scenario", "server", "connections", "depth", "duration_s", "requests", "req_per_s",
@@ -450,7 +450,8 @@ WS_COLUMNS = ["repeat", "scenario", "server", "connections", "message_bytes", "d
 class Ws(Scenario):
     name, suffix, title = "ws", "-ws", "WebSocket comparison"
     help = ("WebSocket with `celer bench`: example-ws-echo against tokio-tungstenite, fastwebsockets, Go "
-            "gorilla/websocket and Node ws (fastwebsockets: echo only, no broadcast); echo, idle sockets, broadcast fan-out, permessage-deflate")
+            "gorilla/websocket and Node ws (fastwebsockets: echo only, no broadcast); echo, idle sockets, broadcast fan-out, permessage-deflate; "
+            "and the floor (bench/peers/ws-floor: raw epoll, least user-space work; echo and fan-out only, never the best peer)")
     loadgen = CelerBench()
     reference = "celer"
     servers = {
@@ -461,13 +462,19 @@ class Ws(Scenario):
         "gorilla": GoWs(),
         "nodews": NodeWs(),
         "nodews-nct": NodeWs(context_takeover=False),
+        "floor": WsFloor(),
     }
+    # The floor (docs/decisions/069) is measured beside the peers to state
+    # the echo and fan-out targets against what the kernel alone costs; it
+    # is never "the best peer".
+    floor = "floor"
     # nodews-nct (Node ws answering server_no_context_takeover) runs the
     # permessage-deflate loads only: the context-takeover comparison.
     base = ("celer", "tungst", "fastws", "gorilla", "nodews")
     deflaters = ("celer", "nodews", "nodews-nct")
-    cases = [Case("echo", "/echo", 256, servers=base), Case("deflate", "/echo", 64),
-             Case("fanout", "/broadcast", servers=("celer", "tungst", "gorilla", "nodews")),
+    cases = [Case("echo", "/echo", 256, servers=base + ("floor",)),
+             Case("deflate", "/echo", 64, servers=base + ("nodews-nct",)),
+             Case("fanout", "/broadcast", servers=("celer", "tungst", "gorilla", "nodews", "floor")),
              Case("idle", "/echo", idle=True, servers=base),
              Case("deflate-idle", "/echo", idle=True, servers=deflaters)]
     columns = WS_COLUMNS
@@ -620,23 +627,40 @@ class Ws(Scenario):
     def targets(self, load, idle, used=()):
         """Issue 14's four targets, as ratios within this run."""
         med = lambda sc, sv, k: median([r for r in load if r["scenario"] == sc and r["server"] == sv], k)
-        peers = [s for s in dict.fromkeys(r["server"] for r in load + idle) if s != "celer"]
+        fl = self.floor
+        peers = [s for s in dict.fromkeys(r["server"] for r in load + idle) if s not in ("celer", fl)]
         out = ["Targets (ratios within this run):"]
-        cpu = {s: med("echo", s, "cpu_us_per_req") for s in ["celer"] + peers}
+        cpu = {s: med("echo", s, "cpu_us_per_req") for s in ["celer", fl] + peers}
         cpu = {s: 1e6 / v for s, v in cpu.items() if v == v and v > 0}
-        if "celer" in cpu and len(cpu) > 1:
-            best = max((s for s in cpu if s != "celer"), key=cpu.get)
+        best = max((s for s in cpu if s in peers), key=cpu.get, default=None)
+        if "celer" in cpu and best:
             out.append(f"- echo, messages per server CPU-second: celer {cpu['celer']:,.0f}, best peer {best} "
                        f"{cpu[best]:,.0f}: {cpu['celer'] / cpu[best]:.2f}x (target >= 1.2x)")
+        if fl in cpu and best:
+            x = cpu[fl] / cpu[best]
+            line = (f"- echo against the floor: floor {cpu[fl]:,.0f} msg per server CPU-second = {x:.2f}x best peer "
+                    f"{best}")
+            if "celer" in cpu:
+                line += f"; celer = {cpu['celer'] / cpu[fl]:.2f}x floor"
+            out.append(line + f"; the target (>= 1.2x {best}) is {1.2 / x:.2f}x floor"
+                       + (" (beyond the floor)" if x < 1.2 else ""))
         if idle:
             out.append("- idle, bytes of server RSS per socket (target <= 2048 for celer): "
                        + ", ".join(f"{r['server']} {r['bytes_per_conn'] or '-'}" for r in idle))
-        last = {s: med("fanout", s, "last_us") for s in ["celer"] + peers}
-        last = {s: v for s, v in last.items() if v == v}
-        if "celer" in last and len(last) > 1:
-            best = min((s for s in last if s != "celer"), key=last.get)
+        last = {s: med("fanout", s, "last_us") for s in ["celer", fl] + peers}
+        last = {s: v for s, v in last.items() if v == v and v > 0}
+        best = min((s for s in last if s in peers), key=last.get, default=None)
+        if "celer" in last and best:
             out.append(f"- fan-out, time until the last receiver: celer {last['celer']:,.0f} us, best peer {best} "
                        f"{last[best]:,.0f} us: {last['celer'] / last[best]:.2f}x (target <= 0.5x)")
+        if fl in last and best:
+            x = last[fl] / last[best]
+            line = (f"- fan-out against the floor: floor's last arrival {last[fl]:,.0f} us = {x:.2f}x best peer "
+                    f"{best}'s (target asks <= 0.5x)")
+            if "celer" in last:
+                line += f"; celer = {last['celer'] / last[fl]:.2f}x floor"
+            out.append(line + f"; the target (<= 0.5x {best}) is {0.5 / x:.2f}x floor"
+                       + (" (beyond the floor)" if x > 0.5 else ""))
         mem = {r["server"]: r["bytes_per_conn"] for r in used}
         for s in ["celer"] + peers:
             b, c = med("deflate", s, "bytes_per_msg"), med("deflate", s, "cpu_us_per_req")

@@ -1,0 +1,744 @@
+//! The floor of `bench/run ws`: a WebSocket server that does as little in
+//! user space as the echo and fan-out loads allow, so that what it costs is
+//! nearly all the kernel's (docs/decisions/069-websocket-floor.md).
+//!
+//! One thread, raw edge-triggered epoll, non-blocking sockets indexed by
+//! their descriptor. `/echo` (and `/`) sends every complete message back as
+//! one unmasked frame, with one `send` per readable batch; on `/broadcast`
+//! every message received is framed once and written to every connection of
+//! that path (the sender too, as every peer does) with a plain `send` loop.
+//!
+//! It is a floor, not a server. It skips what the loads do not need:
+//! fragmented messages and any extension are refused with a close (1003,
+//! 1002); text is not checked to be UTF-8 (gorilla/websocket does not check
+//! it either); subprotocols and permessage-deflate offers are ignored (the
+//! 101 names none, RFC 6455 section 4.2.2); close reasons are not checked.
+//!
+//! peer-ws-floor PORT
+
+use std::io;
+
+use base64::Engine as _;
+
+/// Connections the listener accepts at once (RFC 6455 leaves it to the server).
+const LISTEN_BACKLOG: i32 = 4096;
+/// Most open connections (50,000; fewer when the open-file limit is lower):
+/// a connection accepted beyond it is closed at once.
+const MAX_CONNECTIONS: usize = 50_000;
+/// Largest upgrade request head (8 KiB): a longer one gets 431 and a close.
+const MAX_HEAD_BYTES: usize = 8 * 1024;
+/// Largest message payload (64 KiB): a larger frame fails the connection
+/// with 1009 (RFC 6455 section 7.4.1).
+const MAX_MESSAGE_BYTES: u64 = 64 * 1024;
+/// Most bytes queued for a connection that does not read (256 KiB): past
+/// it the connection is dropped.
+const MAX_QUEUED_BYTES: usize = 256 * 1024;
+/// Bytes read by one `recv` (64 KiB, one buffer for every connection).
+const READ_BYTES: usize = 64 * 1024;
+/// Events taken by one `epoll_wait`.
+const EVENTS_AT_ONCE: usize = 1024;
+
+/// The answer to a head longer than [`MAX_HEAD_BYTES`].
+const TOO_LARGE: &[u8] =
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+
+/// The GUID every Sec-WebSocket-Accept is derived with (RFC 6455 section 1.3).
+const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/// Opcodes of RFC 6455 section 5.2.
+mod op {
+    pub const CONTINUATION: u8 = 0x0;
+    pub const TEXT: u8 = 0x1;
+    pub const BINARY: u8 = 0x2;
+    pub const CLOSE: u8 = 0x8;
+    pub const PING: u8 = 0x9;
+    pub const PONG: u8 = 0xA;
+}
+
+/// Status codes of RFC 6455 section 7.4.1 sent by the floor.
+mod status {
+    pub const PROTOCOL_ERROR: u16 = 1002;
+    pub const UNSUPPORTED: u16 = 1003;
+    pub const TOO_BIG: u16 = 1009;
+}
+
+/// What a connection serves once upgraded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Echo,
+    Broadcast,
+}
+
+/// A connection's state.
+struct Conn {
+    /// `None` until the upgrade request has been answered.
+    route: Option<Route>,
+    /// Received bytes not yet parsed: an incomplete head or frame.
+    pending: Vec<u8>,
+    /// Bytes the socket did not take yet, sent when it is writable.
+    queued: Vec<u8>,
+    /// Close the connection once `queued` is sent.
+    closing: bool,
+    /// Index in the subscribers of `/broadcast`.
+    sub: usize,
+}
+
+/// What parsing a connection's bytes asks for.
+enum Parsed {
+    /// Keep the unparsed tail from this offset.
+    More(usize),
+    /// Send the reply, then close.
+    Close,
+}
+
+/// The server: one epoll instance, every connection, and scratch buffers
+/// shared by all (one thread).
+struct Server {
+    epoll: i32,
+    listener: i32,
+    /// Connections by descriptor.
+    conns: Vec<Option<Conn>>,
+    open: usize,
+    limit: usize,
+    /// Descriptors of the `/broadcast` connections.
+    subs: Vec<i32>,
+    read: Vec<u8>,
+    /// Frames for the connection being read (echoes, pongs, closes).
+    reply: Vec<u8>,
+    /// Frames for every subscriber.
+    fanout: Vec<u8>,
+    /// Subscribers whose socket failed during a broadcast.
+    dead: Vec<i32>,
+}
+
+fn main() {
+    let port: u16 = match std::env::args().nth(1).map(|p| p.parse()) {
+        Some(Ok(port)) => port,
+        _ => {
+            eprintln!("usage: peer-ws-floor PORT");
+            std::process::exit(2);
+        }
+    };
+    match Server::new(port) {
+        Ok(mut server) => {
+            eprintln!(
+                "peer-ws-floor listening on 127.0.0.1:{port} (at most {} connections)",
+                server.limit
+            );
+            if let Err(e) = server.run() {
+                eprintln!("peer-ws-floor: {e}");
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("peer-ws-floor: cannot listen on 127.0.0.1:{port}: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The result of a libc call that returns -1 on failure.
+fn check(r: i32) -> io::Result<i32> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+impl Server {
+    fn new(port: u16) -> io::Result<Server> {
+        // The open-file limit up to its hard limit; the connection limit
+        // stays below it, so that `accept` never fails for want of one.
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `lim` is a valid rlimit to fill and then to pass.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+            }
+        }
+        let files = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
+        let limit = MAX_CONNECTIONS.min(files.saturating_sub(16));
+        // SAFETY: plain socket calls on a descriptor this function owns;
+        // `addr` is a valid sockaddr_in for its length.
+        let listener = unsafe {
+            let fd = check(libc::socket(
+                libc::AF_INET,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            ))?;
+            let one: i32 = 1;
+            check(libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_REUSEADDR,
+                (&raw const one).cast(),
+                size_of::<i32>() as u32,
+            ))?;
+            let addr = libc::sockaddr_in {
+                sin_family: libc::AF_INET as u16,
+                sin_port: port.to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+                },
+                sin_zero: [0; 8],
+            };
+            check(libc::bind(
+                fd,
+                (&raw const addr).cast(),
+                size_of::<libc::sockaddr_in>() as u32,
+            ))?;
+            check(libc::listen(fd, LISTEN_BACKLOG))?;
+            fd
+        };
+        // SAFETY: creating an epoll instance owned by the server.
+        let epoll = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // The listener is level-triggered: whatever one pass of `accept`
+        // leaves is reported again.
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: listener as u64,
+        };
+        // SAFETY: registering descriptors the server owns.
+        check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, listener, &mut ev) })?;
+        Ok(Server {
+            epoll,
+            listener,
+            conns: Vec::new(),
+            open: 0,
+            limit,
+            subs: Vec::new(),
+            read: vec![0; READ_BYTES],
+            reply: Vec::with_capacity(READ_BYTES),
+            fanout: Vec::with_capacity(READ_BYTES),
+            dead: Vec::new(),
+        })
+    }
+
+    fn run(&mut self) -> io::Result<()> {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS_AT_ONCE];
+        loop {
+            // SAFETY: `events` has room for EVENTS_AT_ONCE entries.
+            let n = unsafe {
+                libc::epoll_wait(self.epoll, events.as_mut_ptr(), EVENTS_AT_ONCE as i32, -1)
+            };
+            if n < 0 {
+                if errno() == libc::EINTR {
+                    continue;
+                }
+                return Err(io::Error::last_os_error());
+            }
+            for ev in &events[..n as usize] {
+                let fd = ev.u64 as i32;
+                if fd == self.listener {
+                    self.accept_all();
+                    continue;
+                }
+                // A descriptor closed earlier in this batch may have been
+                // reused by `accept`: the stale event then finds a read that
+                // would block, which costs one `recv` and nothing else.
+                let bits = ev.events;
+                if bits
+                    & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32
+                    != 0
+                {
+                    self.readable(fd);
+                }
+                if bits & libc::EPOLLOUT as u32 != 0 {
+                    self.writable(fd);
+                }
+            }
+        }
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            // SAFETY: accept4 with no address out-parameters.
+            let fd = unsafe {
+                libc::accept4(
+                    self.listener,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                match errno() {
+                    libc::EINTR | libc::ECONNABORTED => continue,
+                    _ => return, // EAGAIN: none left; anything else: the next event retries
+                }
+            }
+            if self.open >= self.limit {
+                // SAFETY: closing the descriptor just accepted.
+                unsafe { libc::close(fd) };
+                continue;
+            }
+            let one: i32 = 1;
+            // Edge-triggered, reading and writing (no epoll_ctl later):
+            // an edge comes with each arrival and when a full socket
+            // buffer drains.
+            let mut ev = libc::epoll_event {
+                events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+                u64: fd as u64,
+            };
+            // SAFETY: setting an option and registering the descriptor just
+            // accepted; `one` and `ev` are valid for the calls.
+            let ok = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_NODELAY,
+                    (&raw const one).cast(),
+                    size_of::<i32>() as u32,
+                );
+                libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) == 0
+            };
+            if !ok {
+                // SAFETY: closing the descriptor just accepted.
+                unsafe { libc::close(fd) };
+                continue;
+            }
+            let i = fd as usize;
+            if self.conns.len() <= i {
+                self.conns.resize_with(i + 1, || None);
+            }
+            self.conns[i] = Some(Conn {
+                route: None,
+                pending: Vec::new(),
+                queued: Vec::new(),
+                closing: false,
+                sub: usize::MAX,
+            });
+            self.open += 1;
+        }
+    }
+
+    /// Reads what the socket has, parses it, sends the replies with one
+    /// `send`, and broadcasts what came on `/broadcast`.
+    fn readable(&mut self, fd: i32) {
+        let Server {
+            conns,
+            subs,
+            read,
+            reply,
+            fanout,
+            ..
+        } = self;
+        let Some(conn) = conns.get_mut(fd as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if conn.closing {
+            // Closed by the protocol; only its queued bytes are still sent.
+            return;
+        }
+        let (mut lost, mut closing) = (false, false);
+        loop {
+            // SAFETY: `read` is valid for its length.
+            let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
+            if n == 0 {
+                lost = true;
+                break;
+            }
+            if n < 0 {
+                match errno() {
+                    libc::EAGAIN => break,
+                    libc::EINTR => continue,
+                    _ => {
+                        lost = true;
+                        break;
+                    }
+                }
+            }
+            let n = n as usize;
+            let parsed = if conn.pending.is_empty() {
+                let parsed = parse(&mut conn.route, &read[..n], reply, fanout);
+                if let Parsed::More(at) = parsed {
+                    conn.pending.extend_from_slice(&read[at..n]);
+                }
+                parsed
+            } else {
+                conn.pending.extend_from_slice(&read[..n]);
+                let parsed = parse(&mut conn.route, &conn.pending, reply, fanout);
+                if let Parsed::More(at) = parsed {
+                    conn.pending.drain(..at);
+                }
+                parsed
+            };
+            if matches!(parsed, Parsed::Close) {
+                closing = true;
+                break;
+            }
+            // A short read took all there was; a new arrival brings a new
+            // edge. A full one may have left more.
+            if n < read.len() {
+                break;
+            }
+        }
+        if !reply.is_empty() {
+            lost |= !send_or_queue(fd, conn, reply);
+            reply.clear();
+        }
+        if conn.route == Some(Route::Broadcast) && conn.sub == usize::MAX && !lost && !closing {
+            conn.sub = subs.len();
+            subs.push(fd);
+        }
+        if closing && !lost && !conn.queued.is_empty() {
+            // The close goes after what is queued; `writable` closes.
+            conn.closing = true;
+            closing = false;
+        }
+        if !fanout.is_empty() {
+            self.broadcast();
+        }
+        if lost || closing {
+            self.close(fd);
+        }
+    }
+
+    /// Writes the fan-out frames to every subscriber: the frame bytes are
+    /// built once, then one `send` per subscriber.
+    fn broadcast(&mut self) {
+        let Server {
+            conns,
+            subs,
+            fanout,
+            dead,
+            ..
+        } = self;
+        for &fd in subs.iter() {
+            if let Some(conn) = conns[fd as usize].as_mut().filter(|c| !c.closing)
+                && !send_or_queue(fd, conn, fanout)
+            {
+                dead.push(fd);
+            }
+        }
+        fanout.clear();
+        while let Some(fd) = self.dead.pop() {
+            self.close(fd);
+        }
+    }
+
+    /// Sends what a connection has queued.
+    fn writable(&mut self, fd: i32) {
+        let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if conn.queued.is_empty() {
+            return;
+        }
+        let queued = std::mem::take(&mut conn.queued);
+        let ok = send_or_queue(fd, conn, &queued);
+        if !ok || (conn.closing && conn.queued.is_empty()) {
+            self.close(fd);
+        }
+    }
+
+    fn close(&mut self, fd: i32) {
+        let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::take) else {
+            return;
+        };
+        if conn.sub != usize::MAX {
+            self.subs.swap_remove(conn.sub);
+            if let Some(&moved) = self.subs.get(conn.sub)
+                && let Some(other) = self.conns[moved as usize].as_mut()
+            {
+                other.sub = conn.sub;
+            }
+        }
+        self.open -= 1;
+        // SAFETY: closing a descriptor the server owns (it leaves the epoll set).
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Sends `bytes` now, or queues them behind what is queued already or what
+/// the socket did not take; false when the connection is lost or queued
+/// more than [`MAX_QUEUED_BYTES`].
+fn send_or_queue(fd: i32, conn: &mut Conn, bytes: &[u8]) -> bool {
+    let mut sent = 0;
+    if conn.queued.is_empty() {
+        while sent < bytes.len() {
+            // SAFETY: the slice is valid for its length.
+            let n = unsafe {
+                libc::send(
+                    fd,
+                    bytes[sent..].as_ptr().cast(),
+                    bytes.len() - sent,
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            if n >= 0 {
+                sent += n as usize;
+                continue;
+            }
+            match errno() {
+                libc::EINTR => {}
+                libc::EAGAIN => break,
+                _ => return false,
+            }
+        }
+    }
+    let rest = &bytes[sent..];
+    if rest.is_empty() {
+        return true;
+    }
+    if conn.queued.len() + rest.len() > MAX_QUEUED_BYTES {
+        return false;
+    }
+    conn.queued.extend_from_slice(rest);
+    true
+}
+
+/// Parses the upgrade request (until `route` is set) and then frames,
+/// appending echoes and control replies to `reply` and broadcast frames to
+/// `fanout`.
+fn parse(
+    route: &mut Option<Route>,
+    data: &[u8],
+    reply: &mut Vec<u8>,
+    fanout: &mut Vec<u8>,
+) -> Parsed {
+    let mut at = 0;
+    if route.is_none() {
+        let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
+            if data.len() > MAX_HEAD_BYTES {
+                reply.extend_from_slice(TOO_LARGE);
+                return Parsed::Close;
+            }
+            return Parsed::More(0);
+        };
+        if end > MAX_HEAD_BYTES {
+            reply.extend_from_slice(TOO_LARGE);
+            return Parsed::Close;
+        }
+        match upgrade(&data[..end], reply) {
+            Some(r) => *route = Some(r),
+            None => return Parsed::Close,
+        }
+        at = end + 4;
+    }
+    let echo = *route == Some(Route::Echo);
+    loop {
+        let d = &data[at..];
+        let [b0, b1, ..] = *d else {
+            return Parsed::More(at);
+        };
+        // RFC 6455 section 5.2: FIN, RSV1-3, opcode; MASK, payload length.
+        let fin = b0 & 0x80 != 0;
+        let opcode = b0 & 0x0F;
+        if b0 & 0x70 != 0 {
+            // Section 5.2: no extension was agreed.
+            return fail(reply, status::PROTOCOL_ERROR, "reserved bits set");
+        }
+        if b1 & 0x80 == 0 {
+            // Section 5.1: a client's frames are masked.
+            return fail(reply, status::PROTOCOL_ERROR, "unmasked client frame");
+        }
+        let (head, len) = match b1 & 0x7F {
+            126 => match d.get(2..4) {
+                Some(b) => (8, u64::from(u16::from_be_bytes([b[0], b[1]]))),
+                None => return Parsed::More(at),
+            },
+            127 => match d.get(2..10) {
+                Some(b) => (14, u64::from_be_bytes(b.try_into().unwrap_or([0xFF; 8]))),
+                None => return Parsed::More(at),
+            },
+            n => (6, u64::from(n)),
+        };
+        match opcode {
+            op::TEXT | op::BINARY if !fin => {
+                return fail(
+                    reply,
+                    status::UNSUPPORTED,
+                    "fragmented messages are not supported",
+                );
+            }
+            op::TEXT | op::BINARY if len > MAX_MESSAGE_BYTES => {
+                // Section 7.4.1: 1009, a message too big to process.
+                return fail(reply, status::TOO_BIG, "message too big");
+            }
+            op::TEXT | op::BINARY => {}
+            // Section 5.4: a continuation with no message started.
+            op::CONTINUATION => {
+                return fail(reply, status::PROTOCOL_ERROR, "unexpected continuation");
+            }
+            // Section 5.5: control frames are not fragmented, at most 125 bytes.
+            op::CLOSE | op::PING | op::PONG if !fin || len > 125 => {
+                return fail(reply, status::PROTOCOL_ERROR, "bad control frame");
+            }
+            op::CLOSE | op::PING | op::PONG => {}
+            _ => return fail(reply, status::PROTOCOL_ERROR, "unknown opcode"),
+        }
+        let len = len as usize;
+        if d.len() < head + len {
+            return Parsed::More(at);
+        }
+        let mask = [d[head - 4], d[head - 3], d[head - 2], d[head - 1]];
+        let payload = &d[head..head + len];
+        match opcode {
+            op::TEXT | op::BINARY => {
+                let out = if echo { &mut *reply } else { &mut *fanout };
+                frame_head(out, opcode, len);
+                unmask_into(out, payload, mask);
+            }
+            op::PING => {
+                // Section 5.5.3: the pong carries the ping's payload.
+                frame_head(reply, op::PONG, len);
+                unmask_into(reply, payload, mask);
+            }
+            op::PONG => {}
+            _ => {
+                // Section 5.5.1: answer a close with a close (echoing its
+                // code), then close the connection.
+                let mut code = [0u8; 2];
+                match len {
+                    0 => frame_head(reply, op::CLOSE, 0),
+                    1 => return fail(reply, status::PROTOCOL_ERROR, "one-byte close payload"),
+                    _ => {
+                        code[0] = payload[0] ^ mask[0];
+                        code[1] = payload[1] ^ mask[1];
+                        let n = u16::from_be_bytes(code);
+                        // Section 7.4.1/7.4.2: codes an endpoint may send.
+                        if !matches!(n, 1000..=1003 | 1007..=1011 | 3000..=4999) {
+                            return fail(reply, status::PROTOCOL_ERROR, "invalid close code");
+                        }
+                        frame_head(reply, op::CLOSE, 2);
+                        reply.extend_from_slice(&code);
+                    }
+                }
+                return Parsed::Close;
+            }
+        }
+        at += head + len;
+    }
+}
+
+/// Answers the upgrade request head (without its blank line) with 101, or
+/// with an error status (then `None`: the connection closes).
+fn upgrade(head: &[u8], reply: &mut Vec<u8>) -> Option<Route> {
+    let refuse = |reply: &mut Vec<u8>, status: &str, extra: &str| {
+        reply.extend_from_slice(
+            format!("HTTP/1.1 {status}\r\n{extra}Connection: close\r\nContent-Length: 0\r\n\r\n")
+                .as_bytes(),
+        );
+        None
+    };
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let line = lines.next().unwrap_or_default();
+    // RFC 6455 section 4.2.1 items 1-2: a GET of HTTP/1.1 or later.
+    let Some(target) = line
+        .strip_prefix(b"GET ")
+        .and_then(|rest| rest.strip_suffix(b" HTTP/1.1"))
+    else {
+        return refuse(reply, "400 Bad Request", "");
+    };
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    let route = match path {
+        b"/" | b"/echo" => Route::Echo,
+        b"/broadcast" => Route::Broadcast,
+        _ => return refuse(reply, "404 Not Found", ""),
+    };
+    let (mut key, mut version, mut upgrade, mut connection) = (None, None, false, false);
+    for line in lines {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return refuse(reply, "400 Bad Request", "");
+        };
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        let has = |token: &[u8]| {
+            value
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+        };
+        if name.eq_ignore_ascii_case(b"sec-websocket-key") {
+            key = Some(value);
+        } else if name.eq_ignore_ascii_case(b"sec-websocket-version") {
+            version = Some(value);
+        } else if name.eq_ignore_ascii_case(b"upgrade") {
+            upgrade |= has(b"websocket");
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            connection |= has(b"upgrade");
+        }
+    }
+    // Section 4.2.1 items 3-6.
+    if !upgrade || !connection {
+        return refuse(reply, "426 Upgrade Required", "Upgrade: websocket\r\n");
+    }
+    if version != Some(b"13".as_slice()) {
+        return refuse(
+            reply,
+            "426 Upgrade Required",
+            "Sec-WebSocket-Version: 13\r\n",
+        );
+    }
+    let Some(key) = key.filter(|k| {
+        base64::engine::general_purpose::STANDARD
+            .decode(k)
+            .is_ok_and(|nonce| nonce.len() == 16)
+    }) else {
+        return refuse(reply, "400 Bad Request", "");
+    };
+    // Section 4.2.2 item 5.4: base64 of the SHA-1 of the key and the GUID.
+    let mut sha = sha1_smol::Sha1::new();
+    sha.update(key);
+    sha.update(GUID);
+    let accept = base64::engine::general_purpose::STANDARD.encode(sha.digest().bytes());
+    reply.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ");
+    reply.extend_from_slice(accept.as_bytes());
+    reply.extend_from_slice(b"\r\n\r\n");
+    Some(route)
+}
+
+/// Fails the connection (RFC 6455 section 7.1.7): a close frame with
+/// `code` and `reason`, then the close.
+fn fail(reply: &mut Vec<u8>, code: u16, reason: &str) -> Parsed {
+    frame_head(reply, op::CLOSE, 2 + reason.len());
+    reply.extend_from_slice(&code.to_be_bytes());
+    reply.extend_from_slice(reason.as_bytes());
+    Parsed::Close
+}
+
+/// An unmasked frame head with FIN set (RFC 6455 section 5.2).
+fn frame_head(out: &mut Vec<u8>, opcode: u8, len: usize) {
+    out.push(0x80 | opcode);
+    match len {
+        0..=125 => out.push(len as u8),
+        126..=0xFFFF => {
+            out.push(126);
+            out.extend_from_slice(&(len as u16).to_be_bytes());
+        }
+        _ => {
+            out.push(127);
+            out.extend_from_slice(&(len as u64).to_be_bytes());
+        }
+    }
+}
+
+/// Appends `payload` unmasked with `mask` (RFC 6455 section 5.3), eight
+/// bytes at a time.
+fn unmask_into(out: &mut Vec<u8>, payload: &[u8], mask: [u8; 4]) {
+    let wide = u64::from_ne_bytes([
+        mask[0], mask[1], mask[2], mask[3], mask[0], mask[1], mask[2], mask[3],
+    ]);
+    let start = out.len();
+    out.extend_from_slice(payload);
+    let data = &mut out[start..];
+    let mut chunks = data.chunks_exact_mut(8);
+    for chunk in &mut chunks {
+        let word = u64::from_ne_bytes((&*chunk).try_into().unwrap_or([0; 8])) ^ wide;
+        chunk.copy_from_slice(&word.to_ne_bytes());
+    }
+    for (i, byte) in chunks.into_remainder().iter_mut().enumerate() {
+        *byte ^= mask[i % 4];
+    }
+}

@@ -1,0 +1,237 @@
+//! The floor over loopback: the upgrade, echo, broadcast, control frames,
+//! and what it refuses at its limits (a real server process, a raw client).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Bound on every read and on the server's start.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// The server process, killed when dropped.
+struct Floor {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Floor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start() -> Floor {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_peer-ws-floor"))
+        .arg(port.to_string())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the floor starts");
+    let floor = Floor { child, port };
+    for _ in 0..100 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return floor;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the floor did not listen on {port}");
+}
+
+fn connect(floor: &Floor) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", floor.port)).expect("connect");
+    s.set_read_timeout(Some(WAIT)).expect("timeout");
+    s
+}
+
+/// The response head to `request`, read up to its blank line.
+fn head(s: &mut TcpStream, request: &[u8]) -> String {
+    s.write_all(request).expect("write");
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => got.push(byte[0]),
+            other => panic!("head cut short after {got:?}: {other:?}"),
+        }
+    }
+    String::from_utf8(got).expect("ASCII head")
+}
+
+/// Opens a WebSocket on `path` with the key of RFC 6455 section 1.3.
+fn open(floor: &Floor, path: &str) -> TcpStream {
+    let mut s = connect(floor);
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    let got = head(&mut s, request.as_bytes());
+    assert!(got.starts_with("HTTP/1.1 101 "), "{got}");
+    assert!(
+        got.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"),
+        "{got}"
+    );
+    s
+}
+
+/// A masked client frame (RFC 6455 section 5.2).
+fn frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37, 0xfa, 0x21, 0x3d];
+    let mut out = vec![u8::from(fin) << 7 | opcode];
+    match payload.len() {
+        n @ 0..=125 => out.push(0x80 | n as u8),
+        n @ 126..=0xFFFF => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(0x80 | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&mask);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    out
+}
+
+/// The next server frame: first byte and payload; it must be unmasked.
+fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h).expect("frame head");
+    assert_eq!(h[1] & 0x80, 0, "server frames are unmasked");
+    let len = match h[1] & 0x7F {
+        126 => {
+            let mut b = [0u8; 2];
+            s.read_exact(&mut b).expect("length");
+            usize::from(u16::from_be_bytes(b))
+        }
+        127 => {
+            let mut b = [0u8; 8];
+            s.read_exact(&mut b).expect("length");
+            usize::try_from(u64::from_be_bytes(b)).expect("length")
+        }
+        n => usize::from(n),
+    };
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).expect("payload");
+    (h[0], payload)
+}
+
+/// Reads a close frame with `code`, then the end of the connection.
+fn expect_close(s: &mut TcpStream, code: u16) {
+    let (first, payload) = read_frame(s);
+    assert_eq!(first, 0x88, "a close frame");
+    assert_eq!(payload[..2], code.to_be_bytes(), "{payload:?}");
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).expect("end of stream");
+    assert!(rest.is_empty(), "nothing after the close: {rest:?}");
+}
+
+#[test]
+fn echo_sends_each_message_back_unmasked() {
+    let floor = start();
+    let mut s = open(&floor, "/echo");
+    let long = vec![b'x'; 300];
+    let mut batch = frame(true, 0x1, b"hello");
+    batch.extend(frame(true, 0x2, &long));
+    s.write_all(&batch).expect("write");
+    assert_eq!(read_frame(&mut s), (0x81, b"hello".to_vec()));
+    assert_eq!(read_frame(&mut s), (0x82, long));
+    // A frame split over two segments.
+    let split = frame(true, 0x1, b"in two parts");
+    s.write_all(&split[..5]).expect("write");
+    s.flush().expect("flush");
+    std::thread::sleep(Duration::from_millis(20));
+    s.write_all(&split[5..]).expect("write");
+    assert_eq!(read_frame(&mut s), (0x81, b"in two parts".to_vec()));
+}
+
+#[test]
+fn ping_gets_pong_and_close_is_answered() {
+    let floor = start();
+    let mut s = open(&floor, "/");
+    s.write_all(&frame(true, 0x9, b"are you there"))
+        .expect("write");
+    assert_eq!(read_frame(&mut s), (0x8A, b"are you there".to_vec()));
+    s.write_all(&frame(true, 0x8, &1000u16.to_be_bytes()))
+        .expect("write");
+    expect_close(&mut s, 1000);
+}
+
+#[test]
+fn broadcast_reaches_every_subscriber_and_the_sender() {
+    let floor = start();
+    let mut subs: Vec<_> = (0..20).map(|_| open(&floor, "/broadcast")).collect();
+    let message = b"celer-bench:0000000000000001:000000:abcdefgh";
+    subs[3]
+        .write_all(&frame(true, 0x1, message))
+        .expect("write");
+    for s in &mut subs {
+        assert_eq!(read_frame(s), (0x81, message.to_vec()));
+    }
+    // A subscriber that leaves is no longer sent to; the others still are.
+    drop(subs.remove(0));
+    subs[0]
+        .write_all(&frame(true, 0x2, b"second"))
+        .expect("write");
+    for s in &mut subs {
+        assert_eq!(read_frame(s), (0x82, b"second".to_vec()));
+    }
+}
+
+#[test]
+fn what_the_floor_does_not_support_is_refused_with_a_close() {
+    let floor = start();
+    let mut s = open(&floor, "/echo");
+    s.write_all(&frame(false, 0x1, b"part")).expect("write");
+    expect_close(&mut s, 1003);
+    let mut s = open(&floor, "/echo");
+    let mut unmasked = frame(true, 0x1, b"");
+    unmasked[1] = 0;
+    s.write_all(&unmasked[..2]).expect("write");
+    expect_close(&mut s, 1002);
+    let mut s = open(&floor, "/echo");
+    s.write_all(&[0xC1, 0x80, 0, 0, 0, 0]).expect("write");
+    expect_close(&mut s, 1002);
+}
+
+#[test]
+fn a_message_over_the_limit_fails_the_connection_with_1009() {
+    let floor = start();
+    let mut s = open(&floor, "/echo");
+    let at_limit = vec![b'a'; 64 * 1024];
+    s.write_all(&frame(true, 0x2, &at_limit)).expect("write");
+    assert_eq!(read_frame(&mut s), (0x82, at_limit));
+    // Only the head is sent: the length alone is refused.
+    let over = frame(true, 0x2, &vec![b'a'; 64 * 1024 + 1]);
+    s.write_all(&over[..14]).expect("write");
+    expect_close(&mut s, 1009);
+}
+
+#[test]
+fn bad_upgrades_get_an_http_status() {
+    let floor = start();
+    let cases: [(&[u8], &str); 4] = [
+        (b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 404 "),
+        (b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 426 "),
+        (
+            b"GET /echo HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            "HTTP/1.1 400 ",
+        ),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 "),
+    ];
+    for (request, status) in cases {
+        let mut s = connect(&floor);
+        assert!(head(&mut s, request).starts_with(status), "{status}");
+    }
+    // A head over 8 KiB: 431.
+    let mut s = connect(&floor);
+    let mut long = b"GET /echo HTTP/1.1\r\n".to_vec();
+    long.extend(b"X-Filler: 0123456789abcdef\r\n".repeat(300));
+    assert!(head(&mut s, &long).starts_with("HTTP/1.1 431 "));
+}
