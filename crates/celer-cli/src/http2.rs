@@ -11,25 +11,25 @@ pub(crate) struct Http2Args {
     /// Serve HTTP/1.1 only: no ALPN `h2` on HTTPS listeners, no HTTP/2 by
     /// prior knowledge on plain ones.
     #[arg(long, help_heading = "HTTP/2")]
-    no_http2: bool,
+    pub(crate) no_http2: bool,
 
     /// Most streams a client may have open at once on one HTTP/2
     /// connection (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused.
     #[arg(long, value_name = "N", default_value_t = limits::H2_MAX_CONCURRENT_STREAMS,
           value_parser = clap::value_parser!(u32).range(1..), help_heading = "HTTP/2")]
-    h2_max_streams: u32,
+    pub(crate) h2_max_streams: u32,
 
     /// Request-body bytes a client may send on one stream before the
     /// handler reads them (the stream's flow-control window).
     #[arg(long, value_name = "BYTES", default_value_t = Size(limits::H2_STREAM_WINDOW.into()),
           value_parser = window, help_heading = "HTTP/2")]
-    h2_stream_window: Size,
+    pub(crate) h2_stream_window: Size,
 
     /// Request-body bytes a client may send on one connection, over all its
     /// streams, before handlers read them.
     #[arg(long, value_name = "BYTES", default_value_t = Size(limits::H2_CONNECTION_WINDOW.into()),
           value_parser = window, help_heading = "HTTP/2")]
-    h2_connection_window: Size,
+    pub(crate) h2_connection_window: Size,
 
     /// Streams a client may cancel while their handler still runs before
     /// the connection is closed with ENHANCE_YOUR_CALM, once they are also
@@ -40,18 +40,22 @@ pub(crate) struct Http2Args {
     /// one protects the work handlers already started.
     #[arg(long, value_name = "N", default_value_t = limits::H2_MAX_CANCELLED_STREAMS,
           help_heading = "HTTP/2")]
-    h2_max_cancelled: u64,
+    pub(crate) h2_max_cancelled: u64,
 }
 
 /// A flow-control window: at least 65,535 bytes (the protocol's initial
 /// window), at most 2^31 - 1 (RFC 9113 §6.9.1).
 fn window(s: &str) -> Result<Size, String> {
-    let size: Size = s.parse()?;
+    check_window(s.parse()?)
+}
+
+/// `size` if it is a flow-control window (see [`window`]).
+pub(crate) fn check_window(size: Size) -> Result<Size, String> {
     if (65_535..=(1 << 31) - 1).contains(&size.0) {
         Ok(size)
     } else {
         Err(format!(
-            "{s} is not a flow-control window: it must be 64KiB-1 to 2GiB-1"
+            "{size} is not a flow-control window: it must be 64KiB-1 to 2GiB-1"
         ))
     }
 }

@@ -6,6 +6,7 @@
 //! does for its own errors) or 1 otherwise.
 
 mod bench;
+mod config;
 mod http2;
 mod logging;
 mod serve;
@@ -17,7 +18,7 @@ use std::fmt;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 /// jemalloc: the fewest instructions per request and the least memory per
 /// idle connection of the allocators measured (docs/decisions/003).
@@ -92,15 +93,33 @@ impl fmt::Display for Usage {
 impl std::error::Error for Usage {}
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let matches = match Cli::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(err) => return clap_exit(&err),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(err) => return clap_exit(&err),
     };
-    init_logging(cli.log_level.as_deref());
     let result = match cli.command {
-        Command::Serve(args) => serve::run(&args),
-        Command::Bench(args) => bench::run(args),
-        Command::Tasks(args) => tasks::run(args),
+        Command::Serve(args) => {
+            // `serve`'s own matches say which flags the command line gave
+            // (they win over the --config file).
+            let none = clap::ArgMatches::default();
+            let serve_matches = matches.subcommand_matches("serve").unwrap_or(&none);
+            serve::configure(args, serve_matches).and_then(|(args, file_level)| {
+                init_logging(cli.log_level.as_deref().or(file_level.as_deref()));
+                serve::run(&args)
+            })
+        }
+        Command::Bench(args) => {
+            init_logging(cli.log_level.as_deref());
+            bench::run(args)
+        }
+        Command::Tasks(args) => {
+            init_logging(cli.log_level.as_deref());
+            tasks::run(args)
+        }
     };
     match result {
         Ok(code) => code,

@@ -35,6 +35,13 @@ const DEFAULT_LISTEN_TLS: &str = "tcp://127.0.0.1:8443";
 Sizes take a binary unit: 4096, 64k, 16MiB. Durations are seconds or take a \
 unit: 30, 0.5, 500ms, 2m.
 
+--config FILE reads the same settings from a TOML file, in sections ([files], \
+[limits], [tls], [http2], [tasks], [feeds], [[feed]]; examples/celer.toml \
+documents every key). A flag given on the command line wins over the file \
+(a repeated flag such as --listen replaces the file's list; feeds and task \
+commands merge by name). Unknown keys and wrong values are errors naming the \
+file, line and key; `celer serve --config FILE --check` checks without serving.
+
 SIGTERM or SIGINT stops accepting, lets requests in flight finish (up to \
 --shutdown-timeout), closes idle connections and exits 0. SIGHUP reloads the \
 --tls-cert and --tls-key files: new handshakes use the new certificates, \
@@ -53,52 +60,63 @@ Examples:
   celer serve --root /srv/www --listen unix:/run/celer.sock --unix-mode 660
   celer serve --self-signed
   celer serve --feed scores=file:/srv/scores.json --feed-interval 500ms
+  celer serve --feed scores=file:/srv/scores.json --feed-schema scores=scores.schema.json
+  celer serve --config /etc/celer/celer.toml --check
   celer serve --root /srv/www --listen tcp://0.0.0.0:443 --tls-cert site.crt --tls-key site.key \
     --redirect-http tcp://0.0.0.0:80 --hsts 31536000")]
 pub(crate) struct ServeArgs {
+    /// Read settings from this TOML file (every flag has a key; see
+    /// examples/celer.toml). Flags given here win over the file's keys;
+    /// relative paths in the file are relative to its directory.
+    #[arg(long, value_name = "FILE", help_heading = "Configuration")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// Check the configuration (the flags and the --config file: keys,
+    /// values, certificates, schemas, the root) and exit without serving:
+    /// 0 when it is valid, 2 with the first problem otherwise.
+    #[arg(long, help_heading = "Configuration")]
+    pub(crate) check: bool,
+
     /// Directory to serve. Without it, the embedded welcome site is served.
     #[arg(long, value_name = "DIR")]
-    root: Option<PathBuf>,
+    pub(crate) root: Option<PathBuf>,
 
     /// File tried for a directory; repeat to try several in order.
-    #[arg(long = "index", value_name = "NAME", default_value = celer::files::INDEX,
-          requires = "root", help_heading = "Files")]
-    index: Vec<String>,
+    #[arg(long = "index", value_name = "NAME", default_value = celer::files::INDEX, help_heading = "Files")]
+    pub(crate) index: Vec<String>,
 
     /// List directories that have no index file (an HTML page, names sorted
     /// and escaped); without it they get 404.
-    #[arg(long, requires = "root", help_heading = "Files")]
-    listing: bool,
+    #[arg(long, help_heading = "Files")]
+    pub(crate) listing: bool,
 
     /// What names starting with a dot get (.well-known is always served):
     /// deny (403), ignore (404, not listed) or allow.
-    #[arg(long, value_enum, value_name = "POLICY", default_value_t = HiddenArg::Deny,
-          requires = "root", help_heading = "Files")]
-    hidden: HiddenArg,
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = HiddenArg::Deny, help_heading = "Files")]
+    pub(crate) hidden: HiddenArg,
 
     /// What symbolic links get: follow (anywhere), within-root (followed
     /// while the target stays under the root, 403 otherwise) or deny (403).
-    #[arg(long, value_enum, value_name = "POLICY", default_value_t = SymlinksArg::WithinRoot,
-          requires = "root", help_heading = "Files")]
-    symlinks: SymlinksArg,
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = SymlinksArg::WithinRoot, help_heading = "Files")]
+    pub(crate) symlinks: SymlinksArg,
 
     /// Send Cache-Control max-age with files [default: no Cache-Control].
-    #[arg(long, value_name = "SECS", requires = "root", help_heading = "Files")]
-    cache_max_age: Option<Secs>,
+    #[arg(long, value_name = "SECS", help_heading = "Files")]
+    pub(crate) cache_max_age: Option<Secs>,
 
     /// Add `public` to Cache-Control.
-    #[arg(long, requires = "root", help_heading = "Files")]
-    cache_public: bool,
+    #[arg(long, help_heading = "Files")]
+    pub(crate) cache_public: bool,
 
     /// Send `max-age=31536000, immutable` for fingerprinted names
     /// (app.3f2a9c1b.js: a part of 8-64 lowercase hex digits).
-    #[arg(long, requires = "root", help_heading = "Files")]
-    cache_immutable: bool,
+    #[arg(long, help_heading = "Files")]
+    pub(crate) cache_immutable: bool,
 
     /// Do not serve precompressed siblings (NAME.br, NAME.zst, NAME.gz)
     /// chosen by Accept-Encoding.
-    #[arg(long, requires = "root", help_heading = "Files")]
-    no_precompressed: bool,
+    #[arg(long, help_heading = "Files")]
+    pub(crate) no_precompressed: bool,
 
     /// Keep files open for reuse this long: a file served again costs an
     /// fstat instead of open, fstat and close (and no read up to 8 KiB); a
@@ -109,10 +127,9 @@ pub(crate) struct ServeArgs {
         long,
         value_name = "SECS",
         default_value = "1s",
-        requires = "root",
         help_heading = "Files"
     )]
-    open_file_cache: Secs,
+    pub(crate) open_file_cache: Secs,
 
     /// Where to listen: tcp://HOST:PORT (IPv6 in brackets), unix:PATH, fd:N,
     /// systemd or systemd:NAME; after fastcgi+ or scgi+ (fastcgi+unix:PATH,
@@ -120,131 +137,124 @@ pub(crate) struct ServeArgs {
     /// listen on several [default: tcp://127.0.0.1:8080, or
     /// tcp://127.0.0.1:8443 with TLS].
     #[arg(long = "listen", value_name = "URL")]
-    listen: Vec<Listen>,
+    pub(crate) listen: Vec<Listen>,
 
     /// Worker threads [default: the number of CPUs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    workers: Option<u16>,
+    pub(crate) workers: Option<u16>,
 
     /// Threading model: one runtime and SO_REUSEPORT listener per worker, or
     /// one work-stealing runtime.
     #[arg(long, value_enum, value_name = "MODEL", default_value_t = ThreadingArg::PerCore)]
-    threading: ThreadingArg,
+    pub(crate) threading: ThreadingArg,
 
     /// Value of the Server response header.
     #[arg(long, value_name = "STR", default_value = "celer", value_parser = header_value)]
-    server_header: HeaderValue,
+    pub(crate) server_header: HeaderValue,
 
     /// Send no Server header.
     #[arg(long, conflicts_with = "server_header")]
-    no_server_header: bool,
+    pub(crate) no_server_header: bool,
 
     /// Most connections open at once, exactly, with any number of workers; at
     /// the limit new clients wait (accepted, or in the backlog) until one
     /// leaves, and are not refused.
     #[arg(long, value_name = "N", default_value_t = limits::MAX_CONNECTIONS as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
-    max_connections: u32,
+    pub(crate) max_connections: u32,
 
     /// Largest request body; larger ones get 413. 0 turns the limit off.
     #[arg(long, value_name = "BYTES", default_value_t = Size(limits::MAX_BODY_BYTES))]
-    max_body: Size,
+    pub(crate) max_body: Size,
 
     /// Largest request head (request line and headers); larger ones get 431.
     #[arg(long, value_name = "BYTES", default_value_t = Size(limits::MAX_HEAD_BYTES as u64))]
-    max_head: Size,
+    pub(crate) max_head: Size,
 
     /// Longest request target (path and query); longer ones get 414.
     #[arg(long, value_name = "BYTES", default_value_t = Size(limits::MAX_URI_BYTES as u64))]
-    max_uri: Size,
+    pub(crate) max_uri: Size,
 
     /// Most header fields in a request (at most 256); more get 431.
     #[arg(long, value_name = "N", default_value_t = limits::MAX_HEADERS as u32,
           value_parser = clap::value_parser!(u32).range(1..=256))]
-    max_headers: u32,
+    pub(crate) max_headers: u32,
 
     /// Most unread request-body bytes discarded to keep a connection alive
     /// after a handler answered without reading them; past it the connection
     /// closes.
     #[arg(long, value_name = "BYTES", default_value_t = Size(limits::MAX_DRAIN_BYTES))]
-    max_drain: Size,
+    pub(crate) max_drain: Size,
 
     /// Time allowed for a request head to arrive once it has begun (slowloris
     /// guard); a late head gets 408.
     #[arg(long, value_name = "SECS", default_value_t = Secs(limits::HEAD_TIMEOUT))]
-    head_timeout: Secs,
+    pub(crate) head_timeout: Secs,
 
     /// Time allowed without progress while a request body is read.
     #[arg(long, value_name = "SECS", default_value_t = Secs(limits::BODY_TIMEOUT))]
-    body_timeout: Secs,
+    pub(crate) body_timeout: Secs,
 
     /// Time an idle keep-alive connection stays open.
     #[arg(long, value_name = "SECS", default_value_t = Secs(limits::KEEP_ALIVE_TIMEOUT))]
-    keep_alive_timeout: Secs,
+    pub(crate) keep_alive_timeout: Secs,
 
     /// Time allowed without progress while writing to a client that does not
     /// read.
     #[arg(long, value_name = "SECS", default_value_t = Secs(limits::WRITE_TIMEOUT))]
-    write_timeout: Secs,
+    pub(crate) write_timeout: Secs,
 
     /// Time requests in flight get to finish after SIGTERM or SIGINT.
     #[arg(long, value_name = "SECS", default_value_t = Secs(limits::SHUTDOWN_TIMEOUT))]
-    shutdown_timeout: Secs,
+    pub(crate) shutdown_timeout: Secs,
 
     /// Close a connection after this many requests; 0 for no limit.
     #[arg(long, value_name = "N", default_value_t = 0)]
-    max_requests_per_connection: u64,
+    pub(crate) max_requests_per_connection: u64,
 
     /// Listen backlog: connections the kernel queues before they are
     /// accepted.
     #[arg(long, value_name = "N", default_value_t = BACKLOG,
           value_parser = clap::value_parser!(i32).range(1..))]
-    backlog: i32,
+    pub(crate) backlog: i32,
 
     /// File mode of UNIX sockets the server creates, in octal (e.g. 660)
     /// [default: from the umask].
     #[arg(long, value_name = "OCTAL", value_parser = octal_mode)]
-    unix_mode: Option<u32>,
+    pub(crate) unix_mode: Option<u32>,
 
     /// Mount the task API at /tasks (submit, watch, cancel, fetch results
     /// of long-running tasks; the built-in `echo` kind), beside the site.
     #[arg(long, help_heading = "Tasks")]
-    tasks: bool,
+    pub(crate) tasks: bool,
 
     /// Directory of the task store (SQLite), created when missing.
     #[arg(
         long,
         value_name = "DIR",
         default_value = "celer-data",
-        requires = "tasks",
         help_heading = "Tasks"
     )]
-    data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
 
     /// How long a running task's lease lasts: after a crash, its tasks run
     /// again once their leases have run out.
-    #[arg(long, value_name = "SECS", default_value_t = Secs(celer_tasks::limits::DEFAULT_LEASE),
-          requires = "tasks", help_heading = "Tasks")]
-    task_lease: Secs,
+    #[arg(long, value_name = "SECS", default_value_t = Secs(celer_tasks::limits::DEFAULT_LEASE), help_heading = "Tasks")]
+    pub(crate) task_lease: Secs,
 
     /// A task kind that runs a program: NAME=ARGV, ARGV a JSON array of
     /// strings (e.g. 'thumb=["/usr/local/bin/thumb","--size","128"]'). The
     /// task's input goes to its stdin as JSON, its stdout is the result;
     /// no shell, the environment cleared. Repeatable.
-    #[arg(
-        long,
-        value_name = "NAME=ARGV",
-        requires = "tasks",
-        help_heading = "Tasks"
-    )]
-    task_command: Vec<String>,
+    #[arg(long, value_name = "NAME=ARGV", help_heading = "Tasks")]
+    pub(crate) task_command: Vec<String>,
 
     /// Require an API key on every task API request (`Authorization:
     /// Bearer <token>`; 401 without one, 403 for a revoked one), with the
     /// key's quotas. Keys: `celer tasks keys create --data-dir DIR`. The
     /// dashboard's page (/tasks/ui) asks for one.
-    #[arg(long, requires = "tasks", help_heading = "Tasks")]
-    tasks_require_key: bool,
+    #[arg(long, help_heading = "Tasks")]
+    pub(crate) tasks_require_key: bool,
 
     /// A live JSON feed at /feeds/NAME (its SSE stream at
     /// /feeds/NAME/events, WebSocket at /feeds/NAME/ws, status at
@@ -252,39 +262,48 @@ pub(crate) struct ServeArgs {
     /// NAME=redis://HOST[:PORT]/KEY or NAME=https://URL. Repeatable.
     #[arg(long = "feed", value_name = "NAME=SOURCE", value_parser = celer_apps::feed::FeedSpec::parse,
           help_heading = "Feeds")]
-    feeds: Vec<celer_apps::feed::FeedSpec>,
+    pub(crate) feeds: Vec<celer_apps::feed::FeedSpec>,
 
     /// How often feeds are read (and their Cache-Control max-age): a
     /// duration for every feed, or NAME=DURATION for one. Repeatable.
-    #[arg(
-        long,
-        value_name = "[NAME=]SECS",
-        requires = "feeds",
-        help_heading = "Feeds"
-    )]
-    feed_interval: Vec<String>,
+    #[arg(long, value_name = "[NAME=]SECS", help_heading = "Feeds")]
+    pub(crate) feed_interval: Vec<String>,
 
     /// Largest feed document; larger updates are refused and the last
     /// good version stays.
-    #[arg(long, value_name = "BYTES", requires = "feeds", help_heading = "Feeds",
+    #[arg(long, value_name = "BYTES", help_heading = "Feeds",
           default_value_t = Size(celer::feed::limits::DEFAULT_MAX_DOCUMENT_BYTES as u64))]
-    feed_max_bytes: Size,
+    pub(crate) feed_max_bytes: Size,
 
     /// Also trust the CA certificates in this PEM file for https feed
     /// sources (beside the Mozilla roots).
-    #[arg(long, value_name = "FILE", requires = "feeds", help_heading = "Feeds")]
-    feed_ca: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", help_heading = "Feeds")]
+    pub(crate) feed_ca: Option<PathBuf>,
+
+    /// Check each new version of feed NAME against the JSON Schema in FILE
+    /// (drafts 4 to 2020-12, chosen by its $schema); a version that fails
+    /// is refused (the last good one stays), logged with the first failing
+    /// location and counted in /feeds/NAME/status (rejected_validator). An
+    /// invalid schema stops the start. Repeatable.
+    #[arg(long, value_name = "NAME=FILE", help_heading = "Feeds")]
+    pub(crate) feed_schema: Vec<String>,
+
+    /// Per-feed document limits from the --config file's `[[feed]]`
+    /// `max_bytes`.
+    #[arg(skip)]
+    pub(crate) feed_max_bytes_each: Vec<(String, Size)>,
 
     #[command(flatten)]
-    tls: TlsArgs,
+    pub(crate) tls: TlsArgs,
 
     #[command(flatten)]
-    http2: Http2Args,
+    pub(crate) http2: Http2Args,
 }
 
 /// `--threading` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum ThreadingArg {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum ThreadingArg {
     /// One current-thread runtime and SO_REUSEPORT listener per worker.
     PerCore,
     /// One multi-thread runtime whose workers steal tasks.
@@ -292,8 +311,9 @@ enum ThreadingArg {
 }
 
 /// `--hidden` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum HiddenArg {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum HiddenArg {
     /// 403 Forbidden.
     Deny,
     /// 404 Not Found, and left out of listings.
@@ -303,8 +323,9 @@ enum HiddenArg {
 }
 
 /// `--symlinks` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum SymlinksArg {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum SymlinksArg {
     /// Followed wherever they lead.
     Follow,
     /// Followed while the target stays under the root.
@@ -340,12 +361,74 @@ fn files(root: &std::path::Path, args: &ServeArgs) -> anyhow::Result<Files> {
         .open_file_cache(Some(args.open_file_cache.0)))
 }
 
-/// Runs `celer serve` until SIGTERM or SIGINT.
+/// The arguments of `celer serve` with its `--config` file applied (flags
+/// on the command line win), and the log level the file sets.
+///
+/// # Errors
+///
+/// A usage error for a bad file, or for a flag that needs another that
+/// neither the command line nor the file gives.
+pub(crate) fn configure(
+    mut args: ServeArgs,
+    matches: &clap::ArgMatches,
+) -> anyhow::Result<(ServeArgs, Option<String>)> {
+    let mut log_level = None;
+    if let Some(path) = args.config.clone() {
+        let loaded = crate::config::Config::load(&path)?;
+        loaded.apply(&mut args, matches)?;
+        log_level = loaded.log_level().map(str::to_owned);
+    }
+    needs(&args, matches)?;
+    Ok((args, log_level))
+}
+
+/// Flags that mean nothing without another setting: `--listing` without
+/// `--root` and the like (checked after the file is applied, which may
+/// give the other).
+fn needs(args: &ServeArgs, matches: &clap::ArgMatches) -> Result<(), Usage> {
+    use clap::parser::ValueSource;
+    let root = args.root.is_some();
+    let tasks = args.tasks;
+    let feeds = !args.feeds.is_empty();
+    let table: [(&str, &str, bool, &str); 17] = [
+        ("index", "--index", root, "--root"),
+        ("listing", "--listing", root, "--root"),
+        ("hidden", "--hidden", root, "--root"),
+        ("symlinks", "--symlinks", root, "--root"),
+        ("cache_max_age", "--cache-max-age", root, "--root"),
+        ("cache_public", "--cache-public", root, "--root"),
+        ("cache_immutable", "--cache-immutable", root, "--root"),
+        ("no_precompressed", "--no-precompressed", root, "--root"),
+        ("open_file_cache", "--open-file-cache", root, "--root"),
+        ("data_dir", "--data-dir", tasks, "--tasks"),
+        ("task_lease", "--task-lease", tasks, "--tasks"),
+        ("task_command", "--task-command", tasks, "--tasks"),
+        ("tasks_require_key", "--tasks-require-key", tasks, "--tasks"),
+        ("feed_interval", "--feed-interval", feeds, "--feed"),
+        ("feed_max_bytes", "--feed-max-bytes", feeds, "--feed"),
+        ("feed_ca", "--feed-ca", feeds, "--feed"),
+        ("feed_schema", "--feed-schema", feeds, "--feed"),
+    ];
+    for (id, flag, present, needed) in table {
+        if !present && matches.value_source(id) == Some(ValueSource::CommandLine) {
+            return Err(Usage(format!(
+                "{flag} needs {needed} (on the command line or in the --config file)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `celer serve` until SIGTERM or SIGINT; with `--check`, checks the
+/// configuration and returns.
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let site = match &args.root {
         Some(root) => Some(StaticSite::with_files(files(root, args)?)),
         None => None,
     };
+    if args.check {
+        return check(args);
+    }
     match celer_server::raise_fd_limit() {
         Ok(n) => tracing::debug!(target: "celer::serve", limit = n, "open file limit"),
         Err(err) => {
@@ -384,7 +467,14 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             args.data_dir.display()
         ));
     }
-    let feeds = open_feeds(args)?;
+    let feeds = match build_feeds(args)? {
+        Some((feeds, sources)) => {
+            let thread =
+                celer_apps::feed::start(sources).context("cannot start the feed sources")?;
+            Some((feeds, thread))
+        }
+        None => None,
+    };
     if let Some((feeds, _)) = &feeds {
         let names: Vec<&str> = feeds.iter().map(|feed| feed.name()).collect();
         ready.push_str(&format!("; feeds at /feeds/: {}", names.join(", ")));
@@ -419,10 +509,26 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The feeds of `--feed`, their sources started; `None` without any.
-fn open_feeds(
+/// `--check`: everything `run` would refuse before serving, without
+/// binding, opening the task store or starting feed sources.
+fn check(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    args.tls.config(args.http2.enabled())?;
+    if args.tasks {
+        task_settings(args)?;
+    }
+    build_feeds(args)?;
+    match &args.config {
+        Some(path) => eprintln!("celer: configuration OK ({} and the flags)", path.display()),
+        None => eprintln!("celer: configuration OK (the flags)"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The feeds of `--feed` and their sources (not started); `None` without
+/// any. Schemas are read and compiled here.
+fn build_feeds(
     args: &ServeArgs,
-) -> anyhow::Result<Option<(celer::feed::Feeds, celer_apps::feed::SourceThread)>> {
+) -> anyhow::Result<Option<(celer::feed::Feeds, celer_apps::feed::Sources)>> {
     if args.feeds.is_empty() {
         return Ok(None);
     }
@@ -457,10 +563,39 @@ fn open_feeds(
         max_document_bytes: usize::try_from(args.feed_max_bytes.0).unwrap_or(usize::MAX),
         ca_pem,
     };
-    let (feeds, sources) = celer_apps::feed::build(&args.feeds, &options)
-        .map_err(|err| Usage(format!("--feed: {err}")))?;
-    let thread = celer_apps::feed::start(sources).context("cannot start the feed sources")?;
-    Ok(Some((feeds, thread)))
+    let mut schemas = Vec::new();
+    for spec in &args.feed_schema {
+        let (name, path) = spec
+            .split_once('=')
+            .ok_or_else(|| Usage(format!("--feed-schema {spec:?}: expected NAME=FILE")))?;
+        if !args.feeds.iter().any(|feed| feed.name == name) {
+            return Err(Usage(format!(
+                "--feed-schema {spec:?}: no feed named {name:?} to check"
+            ))
+            .into());
+        }
+        let schema = celer_apps::feed::Schema::load(std::path::Path::new(path))
+            .map_err(|err| Usage(format!("feed {name:?} schema {err}")))?;
+        schemas.push((name.to_owned(), schema));
+    }
+    let built = celer_apps::feed::build_with(&args.feeds, &options, |spec, mut builder| {
+        if let Some((_, max)) = args
+            .feed_max_bytes_each
+            .iter()
+            .rev()
+            .find(|(name, _)| *name == spec.name)
+        {
+            builder = builder.max_document_bytes(usize::try_from(max.0).unwrap_or(usize::MAX));
+        }
+        // The last schema given for a feed wins (the command line's come
+        // after the file's).
+        if let Some((_, schema)) = schemas.iter().rev().find(|(name, _)| *name == spec.name) {
+            builder = builder.validator(schema.clone().into_validator());
+        }
+        Ok(builder)
+    });
+    let (feeds, sources) = built.map_err(|err| Usage(format!("--feed: {err}")))?;
+    Ok(Some((feeds, sources)))
 }
 
 /// `app` with the feeds mounted, if any.
@@ -477,15 +612,7 @@ fn with_feeds(
 /// Opens the task store in `data_dir` and starts its runner, with the
 /// built-in kinds.
 fn open_tasks(args: &ServeArgs) -> anyhow::Result<celer_tasks::Tasks> {
-    if args.task_lease.0.is_zero() {
-        return Err(Usage("--task-lease must be at least 1 second".to_owned()).into());
-    }
-    let mut kinds = celer_tasks::Kinds::new();
-    for spec in &args.task_command {
-        let (name, command) = task_command(spec, &kinds)
-            .map_err(|err| Usage(format!("--task-command {spec:?}: {err}")))?;
-        kinds.register_command(&name, command);
-    }
+    let kinds = task_settings(args)?;
     let mut config = celer_tasks::TasksConfig::new(&args.data_dir);
     config.lease = args.task_lease.0;
     config.require_key = args.tasks_require_key;
@@ -506,6 +633,20 @@ fn open_tasks(args: &ServeArgs) -> anyhow::Result<celer_tasks::Tasks> {
         }
     }
     Ok(tasks)
+}
+
+/// The task kinds of `--task-command`, the lease checked.
+fn task_settings(args: &ServeArgs) -> Result<celer_tasks::Kinds, Usage> {
+    if args.task_lease.0.is_zero() {
+        return Err(Usage("--task-lease must be at least 1 second".to_owned()));
+    }
+    let mut kinds = celer_tasks::Kinds::new();
+    for spec in &args.task_command {
+        let (name, command) = task_command(spec, &kinds)
+            .map_err(|err| Usage(format!("--task-command {spec:?}: {err}")))?;
+        kinds.register_command(&name, command);
+    }
+    Ok(kinds)
 }
 
 /// Parses `NAME=["argv0", "arg", ...]`.
@@ -632,7 +773,7 @@ fn header_value(s: &str) -> Result<HeaderValue, String> {
     HeaderValue::from_str(s).map_err(|_| format!("{s:?} is not a valid header value"))
 }
 
-fn octal_mode(s: &str) -> Result<u32, String> {
+pub(crate) fn octal_mode(s: &str) -> Result<u32, String> {
     let digits = s.strip_prefix("0o").unwrap_or(s);
     match u32::from_str_radix(digits, 8) {
         Ok(mode) if mode <= 0o7777 => Ok(mode),

@@ -20,33 +20,33 @@ pub(crate) struct TlsArgs {
     /// handshake gets the one whose names match the client's SNI, and the
     /// first when none does. With TLS, every --listen address serves HTTPS.
     #[arg(long, value_name = "FILE", help_heading = "TLS")]
-    tls_cert: Vec<PathBuf>,
+    pub(crate) tls_cert: Vec<PathBuf>,
 
     /// PEM private key (PKCS#8, RSA or EC; RSA, ECDSA or Ed25519) of the
     /// --tls-cert at the same position.
     #[arg(long, value_name = "FILE", help_heading = "TLS")]
-    tls_key: Vec<PathBuf>,
+    pub(crate) tls_key: Vec<PathBuf>,
 
     /// Serve HTTPS with a certificate generated in memory for localhost,
     /// 127.0.0.1 and ::1, and print its SHA-256 fingerprint. For
     /// development only: clients do not trust it.
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"], help_heading = "TLS")]
-    self_signed: bool,
+    pub(crate) self_signed: bool,
 
     /// Also listen here in plain HTTP and answer every request with a 308
     /// redirect to https on the same host and path. Repeatable.
     #[arg(long, value_name = "URL", help_heading = "TLS")]
-    redirect_http: Vec<Listen>,
+    pub(crate) redirect_http: Vec<Listen>,
 
     /// Send Strict-Transport-Security: max-age=SECS on every HTTPS response.
     #[arg(long, value_name = "SECS", help_heading = "TLS")]
-    hsts: Option<Secs>,
+    pub(crate) hsts: Option<Secs>,
 
     /// Time allowed for a TLS handshake from accepting the connection; a
     /// client that does not finish in time is disconnected.
     #[arg(long, value_name = "SECS", default_value_t = Secs(limits::TLS_HANDSHAKE_TIMEOUT),
           help_heading = "TLS")]
-    tls_handshake_timeout: Secs,
+    pub(crate) tls_handshake_timeout: Secs,
 
     /// Most TLS handshakes in progress at once. Accepting never pauses: at
     /// the cap a new connection takes the place of the least advanced
@@ -55,12 +55,12 @@ pub(crate) struct TlsArgs {
     /// within 3 s.
     #[arg(long, value_name = "N", default_value_t = limits::MAX_TLS_HANDSHAKES as u32,
           value_parser = clap::value_parser!(u32).range(1..), help_heading = "TLS")]
-    max_tls_handshakes: u32,
+    pub(crate) max_tls_handshakes: u32,
 
     /// Turn TLS session resumption (tickets and the session cache) off, so
     /// every connection makes a full handshake.
     #[arg(long, help_heading = "TLS")]
-    no_tls_resumption: bool,
+    pub(crate) no_tls_resumption: bool,
 }
 
 impl TlsArgs {

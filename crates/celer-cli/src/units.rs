@@ -1,5 +1,6 @@
 //! Sizes and durations as written on the command line: `16MiB`, `512k`,
-//! `30s`, `500ms`.
+//! `30s`, `500ms`; the same in a `--config` file, where a bare number may
+//! also be a TOML integer (bytes, seconds) or float (seconds).
 
 use std::fmt;
 use std::str::FromStr;
@@ -88,6 +89,61 @@ impl fmt::Display for Secs {
         } else {
             write!(f, "{}ms", d.as_millis())
         }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Size, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Size;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size: a number of bytes, or a string with a unit such as \"64k\" or \"16MiB\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Size, E> {
+                Ok(Size(n))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Size, E> {
+                u64::try_from(n)
+                    .map(Size)
+                    .map_err(|_| E::custom(format!("{n} is not a size: it is negative")))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Size, E> {
+                s.parse().map_err(E::custom)
+            }
+        }
+        de.deserialize_any(Visitor)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Secs {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Secs, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Secs;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration: a number of seconds, or a string with a unit such as \"500ms\" or \"2m\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Secs, E> {
+                Ok(Secs(Duration::from_secs(n)))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Secs, E> {
+                u64::try_from(n)
+                    .map(|n| Secs(Duration::from_secs(n)))
+                    .map_err(|_| E::custom(format!("{n} is not a duration: it is negative")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Secs, E> {
+                Duration::try_from_secs_f64(n).map(Secs).map_err(|_| {
+                    E::custom(format!(
+                        "{n} is not a duration (such as 30, 0.5, \"500ms\")"
+                    ))
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Secs, E> {
+                s.parse().map_err(E::custom)
+            }
+        }
+        de.deserialize_any(Visitor)
     }
 }
 

@@ -12,11 +12,13 @@
 //! - `resp`: the RESP2 codec under it (no IO)
 //! - `upstream`: `http(s)://URL`, polled with If-None-Match
 //! - `page`: the embedded `/feeds/` page
+//! - `schema`: JSON Schema checking of new versions
 
 mod file;
 mod page;
 mod redis;
 mod resp;
+mod schema;
 mod upstream;
 
 use std::fmt;
@@ -25,13 +27,14 @@ use std::time::Duration;
 
 use std::convert::Infallible;
 
-use celer::feed::{Feed, Feeds, Source};
+use celer::feed::{Feed, FeedBuilder, Feeds, Source};
 use celer::{App, Body};
 use tower_service::Service;
 
 pub use self::file::FileSource;
 pub use self::page::PAGE_PATH;
 pub use self::redis::{DEFAULT_REDIS_PORT, REDIS_TIMEOUT, RedisSource, RedisSpec};
+pub use self::schema::{MAX_MESSAGE_CHARS, MAX_SCHEMA_BYTES, Schema};
 pub use self::upstream::{DEFAULT_HTTP_TIMEOUT, HttpSource};
 
 /// Where the feeds are mounted: `/feeds/NAME`, `/feeds/NAME/events`, ...
@@ -209,6 +212,20 @@ pub struct FeedOptions {
 /// Two specs with one name, an interval for a feed that does not exist, a
 /// CA file without certificates.
 pub fn build(specs: &[FeedSpec], options: &FeedOptions) -> Result<(Feeds, Sources), String> {
+    build_with(specs, options, |_, builder| Ok(builder))
+}
+
+/// [`build`], with `each` adjusting every feed's builder after the
+/// options are applied (a per-feed limit, a [`Schema`] as validator).
+///
+/// # Errors
+///
+/// As [`build`], and the errors of `each`.
+pub fn build_with(
+    specs: &[FeedSpec],
+    options: &FeedOptions,
+    mut each: impl FnMut(&FeedSpec, FeedBuilder) -> Result<FeedBuilder, String>,
+) -> Result<(Feeds, Sources), String> {
     let (intervals, interval, max_document_bytes) = (
         &options.intervals,
         options.interval,
@@ -221,10 +238,10 @@ pub fn build(specs: &[FeedSpec], options: &FeedOptions) -> Result<(Feeds, Source
             .iter()
             .find(|(name, _)| *name == spec.name)
             .map_or(interval, |(_, every)| *every);
-        let feed = Feed::builder(spec.name.clone())
+        let builder = Feed::builder(spec.name.clone())
             .interval(interval)
-            .max_document_bytes(max_document_bytes)
-            .build();
+            .max_document_bytes(max_document_bytes);
+        let feed = each(spec, builder)?.build();
         feeds.insert(feed.clone()).map_err(|err| err.to_string())?;
         sources.push((feed, spec.source(options.ca_pem.as_deref())?));
     }

@@ -5,6 +5,7 @@
 
 mod bench_ws;
 mod cli;
+mod config;
 mod feed;
 mod files_nginx;
 mod files_wire;

@@ -2,6 +2,7 @@
 //! deadlines.
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
@@ -25,7 +26,13 @@ pub(crate) struct Celer {
 impl Celer {
     /// Starts `celer serve ARGS` and waits for its start-up line.
     pub(crate) fn serve(args: &[&str]) -> Celer {
+        Celer::serve_in(Path::new("."), args)
+    }
+
+    /// [`Celer::serve`] with `dir` as the working directory.
+    pub(crate) fn serve_in(dir: &Path, args: &[&str]) -> Celer {
         let mut child = Command::new(CELER)
+            .current_dir(dir)
             .arg("serve")
             .args(args)
             .env_remove("RUST_LOG")
