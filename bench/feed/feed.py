@@ -64,6 +64,26 @@ class NginxFeed(Nginx):
 NAN = float("nan")
 
 
+def rt(run):
+    """The prefix that runs a server or the load generator at SCHED_RR
+    priority 1 with --realtime: on a machine shared with builds, ordinary
+    processes get a sliver of each CPU and 10,000 handshakes time out."""
+    return ["chrt", "-r", "1"] if run.opts.realtime else []
+
+
+class Realtime:
+    """A server of the scenario, started under `rt`."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def argv(self, run, variant, port, dir_):
+        return rt(run) + self.inner.argv(run, variant, port, dir_)
+
+
 class FeedLoad:
     """The two load generators of this scenario: `celer bench` (JSON report)
     for the 10,000-connection loads, wrk for the 1,000-connection ones; the
@@ -114,12 +134,12 @@ class Feed(Scenario):
             "serving the same file; conditional requests (304) and full ones (50 KiB JSON, gzip) at 10,000 "
             "connections (celer bench) and 1,000 (wrk); SSE fan-out latency and RSS per subscriber (celer)")
     servers = {
-        "celer": Celer("celer-cli", "celer", "CELER_BIN", lambda run, v, port: [
+        "celer": Realtime(Celer("celer-cli", "celer", "CELER_BIN", lambda run, v, port: [
             "serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json", *listen(port), "--workers", "1",
             "--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption",
-            "--max-connections", str(run.opts.conns + 2000)], cwd="."),
-        "go": GoFeed(),
-        "nginx": NginxFeed("nginx-feed.conf.in"),
+            "--max-connections", str(run.opts.conns + 2000)], cwd=".")),
+        "go": Realtime(GoFeed()),
+        "nginx": Realtime(NginxFeed("nginx-feed.conf.in")),
     }
     cases = [Case("conditional", variant="https", scheme="https"),
              Case("full-gzip", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
@@ -145,6 +165,10 @@ class Feed(Scenario):
                        help="sse: subscribers (default 10000)")
         p.add_argument("--updates", type=int, default=10, metavar="K",
                        help="sse: updates of the source file per repeat (default 10)")
+        p.add_argument("--realtime", action="store_true",
+                       help="run the servers and the load generator at SCHED_RR priority 1 (chrt; root), for a "
+                            "machine busy with other work: server CPU per request is CPU time either way, but "
+                            "starved servers time out handshakes and starved clients measure their own waits")
 
     def epilog(self):
         return ("loads: conditional and full-gzip with `celer bench` at --conns connections (If-None-Match with "
@@ -228,13 +252,14 @@ class Feed(Scenario):
         if case.name.startswith("conditional"):
             headers.append(f"If-None-Match: {self.etags[key[0]]}")
         if case.name.endswith("-wrk"):
-            return self.loadgen.wrk.argv(url, case.conns, duration, headers)
+            argv = self.loadgen.wrk.argv(url, case.conns, duration, headers)
+            return argv[:3] + rt(run) + argv[3:]
         o = run.opts
         # The driver's 1-second warm-up of each server: a short run at the
         # -wrk load's size, no ramp.
         conns, ramp, warmup = (min(case.conns, o.wrk_conns), 0, 0) if duration == 1 else (case.conns, o.ramp, o.warmup)
-        argv = ["timeout", "-k", "5", str(duration + warmup + 120), "taskset", "-c", "1", self.loadgen.exe, "bench",
-                url, "-k", "-t", "1", "-c", str(conns), "-d", f"{duration}s", "--warmup", f"{warmup}s",
+        argv = ["timeout", "-k", "5", str(duration + warmup + 120), "taskset", "-c", "1", *rt(run), self.loadgen.exe,
+                "bench", url, "-k", "-t", "1", "-c", str(conns), "-d", f"{duration}s", "--warmup", f"{warmup}s",
                 "--ramp", f"{ramp}s", "--pid", str(run.pids[key].pid), "--pid-tree", "--json", "-q"]
         for h in headers:
             argv += ["-H", h]
@@ -269,7 +294,7 @@ class Feed(Scenario):
                 time.sleep(1)
                 pid = run.pids[key].pid
                 url = f"https://127.0.0.1:{run.ports[key]}{PATHS[label]}/events"
-                argv = ["timeout", "-k", "5", str(o.ramp + 60 + 12 * o.updates), "taskset", "-c", "1",
+                argv = ["timeout", "-k", "5", str(o.ramp + 60 + 12 * o.updates), "taskset", "-c", "1", *rt(run),
                         self.loadgen.exe, "bench", url, "-k", "-t", "1", "--sse", str(case.conns), "--sse-file",
                         os.path.join(run.subst["ROOT"], "doc.json"), "--rounds", str(o.updates), "--ramp",
                         f"{o.ramp}s", "--pid", str(pid), "--pid-tree", "--json", "-q"]
