@@ -33,6 +33,14 @@ def document():
     return json.dumps({"election": "bench", "updated": "2026-11-26T00:00:00Z", "rows": rows}, indent=1)
 
 
+def small_document():
+    """The same shape in about 1 KiB: the SSE fan-out's own cost without
+    10,000 copies of 50 KiB to encrypt and copy."""
+    rows = [{"district": f"district {i}", "candidate": f"candidate {i % 7}", "votes": (i * 7919) % 100000,
+             "reported": i % 3 != 0} for i in range(12)]
+    return json.dumps({"election": "bench", "updated": "2026-11-26T00:00:00Z", "rows": rows}, indent=1)
+
+
 class GoFeed:
     """bench/peers/go-feed: the seed's Go service (net/http, the document in
     memory, re-read every second, gzip made once per version)."""
@@ -135,7 +143,8 @@ class Feed(Scenario):
             "connections (celer bench) and 1,000 (wrk); SSE fan-out latency and RSS per subscriber (celer)")
     servers = {
         "celer": Realtime(Celer("celer-cli", "celer", "CELER_BIN", lambda run, v, port: [
-            "serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json", *listen(port), "--workers", "1",
+            "serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json",
+            "--feed", f"small=file:{run.subst['ROOT']}/small.json", *listen(port), "--workers", "1",
             "--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption",
             "--max-connections", str(run.opts.conns + 2000)], cwd=".")),
         "go": Realtime(GoFeed()),
@@ -145,7 +154,8 @@ class Feed(Scenario):
              Case("full-gzip", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
              Case("conditional-wrk", variant="https", scheme="https"),
              Case("full-gzip-wrk", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
-             Case("sse", variant="https", scheme="https", idle=True, servers=("celer",))]
+             Case("sse", variant="https", scheme="https", idle=True, servers=("celer",)),
+             Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer",))]
     columns = FEED_COLUMNS
     head_paths = ()
     loadgen = FeedLoad()
@@ -199,6 +209,8 @@ class Feed(Scenario):
             f.write(doc)
         with open(f"{root}/doc.json.gz", "wb") as f:
             f.write(gzip.compress(doc, 9))
+        with open(f"{root}/small.json", "w") as f:
+            f.write(small_document())
         os.chmod(root, 0o755)
         for name in os.listdir(root):
             os.chmod(f"{root}/{name}", 0o644)
@@ -208,7 +220,7 @@ class Feed(Scenario):
             run.die(f"--warmup ({run.opts.warmup}) must cover --ramp ({run.opts.ramp})")
         for c in self.cases:
             want = (run.opts.wrk_conns if c.name.endswith("-wrk") else
-                    run.opts.subscribers if c.name == "sse" else run.opts.conns)
+                    run.opts.subscribers if c.name.startswith("sse") else run.opts.conns)
             c.conns = min(want, run.nofile - 200)
             if c.conns < want:
                 run.log(f"open-file limit is {run.nofile}: {c.name} with {c.conns} connections, not {want}")
@@ -289,14 +301,15 @@ class Feed(Scenario):
         o = run.opts
         for rep in range(1, o.repeats + 1):
             for label in labels:
-                key = (label, "sse")
+                key = (label, case.name)
                 run.start(key, self.cases[0])
                 time.sleep(1)
                 pid = run.pids[key].pid
-                url = f"https://127.0.0.1:{run.ports[key]}{PATHS[label]}/events"
+                feed = "small" if case.name == "sse-small" else "doc"
+                url = f"https://127.0.0.1:{run.ports[key]}/feeds/{feed}/events"
                 argv = ["timeout", "-k", "5", str(o.ramp + 60 + 12 * o.updates), "taskset", "-c", "1", *rt(run),
                         self.loadgen.exe, "bench", url, "-k", "-t", "1", "--sse", str(case.conns), "--sse-file",
-                        os.path.join(run.subst["ROOT"], "doc.json"), "--rounds", str(o.updates), "--ramp",
+                        os.path.join(run.subst["ROOT"], f"{feed}.json"), "--rounds", str(o.updates), "--ramp",
                         f"{o.ramp}s", "--pid", str(pid), "--pid-tree", "--json", "-q"]
                 run.wait_quiet()
                 run.log(f"sse: repeat {rep}, {label}, {case.conns} subscribers, {o.updates} updates")
@@ -314,7 +327,7 @@ class Feed(Scenario):
                     continue
                 lat = j.get("latency_us") or {}
                 server = j.get("server") or {}
-                r = {"repeat": rep, "scenario": "sse", "server": label, "connections": case.conns,
+                r = {"repeat": rep, "scenario": case.name, "server": label, "connections": case.conns,
                      "tool": "celer-bench", "sse_ready": j["ready"], "doc_bytes": j["document_bytes"],
                      "sse_p50_us": lat.get("p50", ""), "sse_p99_us": lat.get("p99", ""),
                      "sse_max_us": lat.get("max", ""), "sse_last_us": j.get("median_last_us") or "",
@@ -340,7 +353,7 @@ class Feed(Scenario):
                 conns = part[0]["connections"]
                 out += medians_table(part, f"{conns} connections; " + intro, WRK_COLS, WRK_RATIOS, ERRORS,
                                      self.reference, width=15) + "\n"
-        load = [r for r in rows if r["scenario"] != "sse"]
+        load = [r for r in rows if not r["scenario"].startswith("sse")]
         if load and any(r.get("setup_ok") for r in load):
             out += "Connections set up by celer bench (warm-up included) / failed, per run:\n"
             for r in load:
@@ -358,10 +371,12 @@ class Feed(Scenario):
                     verdict = "met" if c / p <= target else "NOT met"
                     out += (f"  {sc + suffix:<16} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x "
                             f"(target <= {target}x: {verdict})\n")
-        sse = [r for r in rows if r["scenario"] == "sse"]
-        if sse:
+        for name in ("sse", "sse-small"):
+            sse = [r for r in rows if r["scenario"] == name]
+            if not sse:
+                continue
             num = lambda r, k: float(r[k]) if r.get(k) not in (None, "") else NAN
-            out += ("\nSSE fan-out (celer bench --sse, celer only: the Go service and nginx have no event stream), "
+            out += (f"\n{name}: SSE fan-out (celer bench --sse, celer only: the Go service and nginx have no event stream), "
                     "from the write of the source file to the receipt of the new version, over subscribers x "
                     "updates; a fresh server per repeat:\n\n")
             hdr = (f"{'repeat':>6} {'ready':>6} {'doc B':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
