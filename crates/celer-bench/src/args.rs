@@ -46,8 +46,10 @@ pub struct BenchArgs {
     /// Open the connections evenly over this long instead of all at once
     /// (connection i waits i/N of it before its first connect), so that
     /// thousands of TCP connects and TLS handshakes do not overflow the
-    /// server's listen backlog; with --sse, the subscribers. Keep it
-    /// within --warmup so that the measurement sees every connection.
+    /// server's listen backlog; a connection sends its first request when
+    /// the ramp ends, so the load of the first ones cannot crowd out the
+    /// handshakes of the last. With --sse, the subscribers. Keep it within
+    /// --warmup so that the measurement sees every connection.
     #[arg(long, value_parser = parse_duration, default_value = "0s", value_name = "TIME")]
     pub ramp: Duration,
 

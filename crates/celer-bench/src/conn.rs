@@ -236,11 +236,13 @@ pub(crate) async fn run(worker: Rc<Worker>, global_idx: usize) {
             Ok(stream) => match &worker.plan.tls {
                 None => {
                     worker.set_up();
+                    hold(&worker).await;
                     drive(&worker, stream, &mut state, timer.as_mut(), batch).await
                 }
                 Some(_) => match handshake(&worker, stream).await {
                     Ok(stream) => {
                         worker.set_up();
+                        hold(&worker).await;
                         drive(&worker, stream, &mut state, timer.as_mut(), batch).await
                     }
                     Err(kind) => {
@@ -260,6 +262,17 @@ pub(crate) async fn run(worker: Rc<Worker>, global_idx: usize) {
         if outcome == Outcome::Stop {
             break;
         }
+    }
+}
+
+/// During `--ramp`, a connection that is set up sends nothing until the
+/// ramp ends: the clients already connected must not keep the server so
+/// busy that the later ones cannot connect (a server that serves requests
+/// before it accepts would never reach N connections).
+async fn hold(worker: &Worker) {
+    let end = worker.start + worker.plan.ramp;
+    if Instant::now() < end {
+        tokio::time::sleep_until(end.into()).await;
     }
 }
 
