@@ -163,12 +163,13 @@ class Feed(Scenario):
     def options(self, p):
         p.add_argument("--conns", type=int, default=10000, metavar="N",
                        help="celer bench keep-alive connections (default 10000)")
-        p.add_argument("--ramp", type=int, default=5, metavar="SECS",
-                       help="celer bench opens its connections evenly over this long, within the warm-up "
-                            "(default 5)")
-        p.add_argument("--warmup", type=int, default=8, metavar="SECS",
+        p.add_argument("--ramp", type=int, default=8, metavar="SECS",
+                       help="celer bench opens its connections evenly over this long, within the warm-up, and "
+                            "each sends its first request when the ramp ends; keep it under the servers' limit "
+                            "for a connection that sends nothing (celer's head timeout: 10 s) (default 8)")
+        p.add_argument("--warmup", type=int, default=11, metavar="SECS",
                        help="celer bench's unmeasured warm-up, the ramp included; server CPU is counted after "
-                            "it (default 8)")
+                            "it (default 11)")
         p.add_argument("--wrk-conns", type=int, default=1000, metavar="N",
                        help="wrk keep-alive connections of the -wrk loads (default 1000)")
         p.add_argument("--subscribers", type=int, default=10000, metavar="N",
@@ -189,7 +190,8 @@ class Feed(Scenario):
                 "stream): `celer bench --sse` with --subscribers subscribers to /feeds/doc/events, the bench "
                 "rewriting doc.json --updates times and timing each subscriber's receipt of each version from "
                 "the write (p50, p99, max), the server's RSS per subscriber and CPU per delivery, a fresh "
-                "server each repeat")
+                "server each repeat; sse-small, the same with a 1.4 KiB document (/feeds/small): the fan-out's "
+                "own cost without 10,000 copies of 50 KiB to seal and send")
 
     def install(self, run):
         if not tool("wrk"):
