@@ -402,7 +402,7 @@ class Feed(Scenario):
                 "(`taskset -c 0`; nginx master and worker both), the load generator to CPU 1. Method: "
                 f"bench/README.md. conditional and full-gzip: `celer bench -t1 -c{self.cases[0].conns}` over HTTPS "
                 f"(TLS 1.3, ECDSA P-256), keep-alive, connections opened over {o.ramp} s within a {o.warmup} s "
-                "warm-up, server CPU from /proc (`--pid --pid-tree`) after the warm-up; the -wrk loads: "
+                "warm-up (each sends its first request when the ramp ends), server CPU from /proc (`--pid --pid-tree`) after the warm-up; the -wrk loads: "
                 f"`wrk -t1 -c{self.cases[2].conns}`, server CPU over the whole run. The document is a 50 KiB "
                 f"JSON file (gzip: about 4.5 KiB). sse: {self.cases[4].conns} subscribers, {o.updates} updates "
                 "per repeat, the bench writing the file (rename over it) with its CLOCK_REALTIME in a field.")

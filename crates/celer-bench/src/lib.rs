@@ -55,6 +55,8 @@
 //! - `stats`: HDR histograms (ns), status and error counts, per-second timeline.
 //! - `procfs`: server CPU time and RSS from /proc for `--pid`.
 //! - `hang`: the hanging-connection mode.
+//! - `sse`: the SSE fan-out latency mode: subscribers, their event-stream
+//!   reader, and the coordinator that rewrites the source file.
 //! - `ws`: the WebSocket modes and their own client codec (`frame`,
 //!   `handshake`, `deflate`, `socket`).
 //! - `report`: one data model rendered as a terminal table, Markdown, JSON
