@@ -1,16 +1,24 @@
 """The `feed` scenario of bench/feed/run: `celer serve --feed` against the Go
 seed's service (bench/peers/go-feed) and nginx serving the same file, over
 HTTPS keep-alive, conditional (If-None-Match, answered 304) and full (a
-50 KiB JSON document, gzip). It runs on bench/run's driver (pinning,
-interleaving, medians, records), with this scenario added."""
+50 KiB JSON document, gzip), at 10,000 connections with `celer bench`
+(connections ramped during the warm-up, server CPU counted after it) and at
+1,000 with wrk; and the SSE fan-out latency of `celer bench --sse` (the
+bench rewrites the source file and times each subscriber's receipt of each
+version). It runs on bench/run's driver (pinning, interleaving, medians,
+records), with this scenario added."""
 
 import gzip
 import json
+import math
 import os
 import subprocess
+import time
 
-from celerbench.driver import Case
-from celerbench.peers import Celer, Nginx, listen, sh, tool
+from celerbench import proc
+from celerbench.driver import Case, fmt
+from celerbench.loadgen import Wrk
+from celerbench.peers import Celer, Nginx, cargo_build, listen, sh, tool
 from celerbench.scenarios import ERRORS, PINNED, WRK_COLUMNS, WRK_COLS, WRK_RATIOS, Scenario
 from celerbench.driver import medians_table, median
 
@@ -22,6 +30,14 @@ def document():
     """A JSON document of about 50 KiB, shaped like election results."""
     rows = [{"district": f"district {i}", "candidate": f"candidate {i % 7}", "votes": (i * 7919) % 100000,
              "reported": i % 3 != 0} for i in range(560)]
+    return json.dumps({"election": "bench", "updated": "2026-11-26T00:00:00Z", "rows": rows}, indent=1)
+
+
+def small_document():
+    """The same shape in about 1 KiB: the SSE fan-out's own cost without
+    10,000 copies of 50 KiB to encrypt and copy."""
+    rows = [{"district": f"district {i}", "candidate": f"candidate {i % 7}", "votes": (i * 7919) % 100000,
+             "reported": i % 3 != 0} for i in range(12)]
     return json.dumps({"election": "bench", "updated": "2026-11-26T00:00:00Z", "rows": rows}, indent=1)
 
 
@@ -53,29 +69,138 @@ class NginxFeed(Nginx):
     dir = "../feed"
 
 
+NAN = float("nan")
+
+
+def rt(run):
+    """The prefix that runs a server or the load generator at SCHED_RR
+    priority 1 with --realtime: on a machine shared with builds, ordinary
+    processes get a sliver of each CPU and 10,000 handshakes time out."""
+    return ["chrt", "-r", "1"] if run.opts.realtime else []
+
+
+class Realtime:
+    """A server of the scenario, started under `rt`."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def argv(self, run, variant, port, dir_):
+        return rt(run) + self.inner.argv(run, variant, port, dir_)
+
+
+class FeedLoad:
+    """The two load generators of this scenario: `celer bench` (JSON report)
+    for the 10,000-connection loads, wrk for the 1,000-connection ones; the
+    figures are read from whichever ran."""
+
+    name = "load"
+    log_name = "load.txt"
+    exe = None
+    wrk = Wrk()
+
+    def parse(self, text):
+        """wrk's figures, or celer bench's: requests and latency after the
+        warm-up, connections set up and failed (warm-up included), and the
+        server CPU celer bench read from /proc over the measured part."""
+        if "Requests/sec" in text:
+            return {**self.wrk.parse(text), "tool": "wrk"}
+        out = {"requests": NAN, "req_per_s": NAN, "p50_us": NAN, "p99_us": NAN, "errors": 0, "non2xx": 0,
+               "setup_ok": 0, "setup_failed": 0, "server_cpu_us": NAN, "server_cores": NAN, "tool": "celer-bench"}
+        try:
+            run = json.loads(text[text.index("{"):])["run"]
+        except (ValueError, KeyError):
+            out["errors"] = 1
+            return out
+        server = run.get("server") or {}
+        out.update(requests=run["responses"], req_per_s=run["requests_per_sec"],
+                   p50_us=run["latency_us"]["p50"], p99_us=run["latency_us"]["p99"], errors=run["error_total"],
+                   non2xx=sum(n for code, n in run["status"].items() if int(code) >= 400),
+                   setup_ok=run["connections_set_up"], setup_failed=sum(run["setup_errors"].values()),
+                   server_cpu_us=server.get("cpu_us_per_request") or NAN, server_cores=server.get("cores") or NAN)
+        return out
+
+    def log_text(self, text):
+        return text
+
+    def version(self):
+        v = subprocess.run([self.exe, "--version"], capture_output=True, text=True).stdout.strip()
+        return f"celer bench ({v}) at 10,000 connections; {self.wrk.version()} at 1,000"
+
+
+FEED_COLUMNS = WRK_COLUMNS + ["tool", "load_ticks", "cpu_us_per_req_run", "setup_ok", "setup_failed", "sse_ready",
+                              "doc_bytes", "sse_p50_us", "sse_p99_us", "sse_max_us", "sse_last_us", "sse_missing",
+                              "sse_lost", "bytes_per_sub", "sse_cpu_us"]
+
+
 class Feed(Scenario):
     name, suffix, title = "feed", "-feed", "Live feed"
     help = ("the live feed over HTTPS keep-alive: `celer serve --feed` against the Go seed's service and nginx "
-            "serving the same file; conditional requests (304) and full ones (50 KiB JSON, gzip)")
+            "serving the same file; conditional requests (304) and full ones (50 KiB JSON, gzip) at 10,000 "
+            "connections (celer bench) and 1,000 (wrk); SSE fan-out latency and RSS per subscriber (celer)")
     servers = {
-        "celer": Celer("celer-cli", "celer", "CELER_BIN", lambda run, v, port: [
-            "serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json", *listen(port), "--workers", "1",
-            "--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"], cwd="."),
-        "go": GoFeed(),
-        "nginx": NginxFeed("nginx-feed.conf.in"),
+        "celer": Realtime(Celer("celer-cli", "celer", "CELER_BIN", lambda run, v, port: [
+            "serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json",
+            "--feed", f"small=file:{run.subst['ROOT']}/small.json", *listen(port), "--workers", "1",
+            "--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption",
+            "--max-connections", str(run.opts.conns + 2000)], cwd=".")),
+        "go": Realtime(GoFeed()),
+        "nginx": Realtime(NginxFeed("nginx-feed.conf.in")),
     }
     cases = [Case("conditional", variant="https", scheme="https"),
-             Case("full-gzip", variant="https", scheme="https", headers=("Accept-Encoding: gzip",))]
-    columns = WRK_COLUMNS
+             Case("full-gzip", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
+             Case("conditional-wrk", variant="https", scheme="https"),
+             Case("full-gzip-wrk", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
+             Case("sse", variant="https", scheme="https", idle=True, servers=("celer",)),
+             Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer",))]
+    columns = FEED_COLUMNS
     head_paths = ()
+    loadgen = FeedLoad()
 
     def options(self, p):
         p.add_argument("--conns", type=int, default=10000, metavar="N",
-                       help="wrk keep-alive connections (default 10000)")
+                       help="celer bench keep-alive connections (default 10000)")
+        p.add_argument("--ramp", type=int, default=8, metavar="SECS",
+                       help="celer bench opens its connections evenly over this long, within the warm-up, and "
+                            "each sends its first request when the ramp ends; keep it under the servers' limit "
+                            "for a connection that sends nothing (celer's head timeout: 10 s) (default 8)")
+        p.add_argument("--warmup", type=int, default=11, metavar="SECS",
+                       help="celer bench's unmeasured warm-up, the ramp included; server CPU is counted after "
+                            "it (default 11)")
+        p.add_argument("--wrk-conns", type=int, default=1000, metavar="N",
+                       help="wrk keep-alive connections of the -wrk loads (default 1000)")
+        p.add_argument("--subscribers", type=int, default=10000, metavar="N",
+                       help="sse: subscribers (default 10000)")
+        p.add_argument("--updates", type=int, default=10, metavar="K",
+                       help="sse: updates of the source file per repeat (default 10)")
+        p.add_argument("--realtime", action="store_true",
+                       help="run the servers and the load generator at SCHED_RR priority 1 (chrt; root), for a "
+                            "machine busy with other work: server CPU per request is CPU time either way, but "
+                            "starved servers time out handshakes and starved clients measure their own waits")
 
     def epilog(self):
-        return ("loads: conditional (If-None-Match with the server's current ETag: every answer a 304), "
-                "full-gzip (Accept-Encoding: gzip, the 50 KiB document compressed)")
+        return ("loads: conditional and full-gzip with `celer bench` at --conns connections (If-None-Match with "
+                "the server's current ETag, every answer a 304; or Accept-Encoding: gzip, the 50 KiB document "
+                "compressed), the connections opened over --ramp during --warmup and server CPU per request "
+                "counted after it; conditional-wrk and full-gzip-wrk, the same with `wrk -t1` at --wrk-conns "
+                "(server CPU over the whole run); sse (celer only: the Go service and nginx have no event "
+                "stream): `celer bench --sse` with --subscribers subscribers to /feeds/doc/events, the bench "
+                "rewriting doc.json --updates times and timing each subscriber's receipt of each version from "
+                "the write (p50, p99, max), the server's RSS per subscriber and CPU per delivery, a fresh "
+                "server each repeat; sse-small, the same with a 1.4 KiB document (/feeds/small): the fan-out's "
+                "own cost without 10,000 copies of 50 KiB to seal and send")
+
+    def install(self, run):
+        if not tool("wrk"):
+            from celerbench.peers import apt_install
+            apt_install(run, "wrk")
+        exe = run.opts.celer_bin or os.environ.get("CELER_BIN") or cargo_build(run, run.root, "celer-cli", "celer")
+        if not exe:
+            run.die("the celer CLI (celer bench) did not build")
+        self.loadgen.exe = exe
 
     def prepare(self, run):
         run.make_cert("ecdsa")
@@ -86,13 +211,21 @@ class Feed(Scenario):
             f.write(doc)
         with open(f"{root}/doc.json.gz", "wb") as f:
             f.write(gzip.compress(doc, 9))
+        with open(f"{root}/small.json", "w") as f:
+            f.write(small_document())
         os.chmod(root, 0o755)
         for name in os.listdir(root):
             os.chmod(f"{root}/{name}", 0o644)
         run.subst["ROOT"] = root
         self.etags = {}
+        if run.opts.warmup < run.opts.ramp:
+            run.die(f"--warmup ({run.opts.warmup}) must cover --ramp ({run.opts.ramp})")
         for c in self.cases:
-            c.conns = min(run.opts.conns, run.nofile - 200)
+            want = (run.opts.wrk_conns if c.name.endswith("-wrk") else
+                    run.opts.subscribers if c.name.startswith("sse") else run.opts.conns)
+            c.conns = min(want, run.nofile - 200)
+            if c.conns < want:
+                run.log(f"open-file limit is {run.nofile}: {c.name} with {c.conns} connections, not {want}")
 
     def ready(self, run, case, key):
         head = run.curl(case, key, "-D", "-", "-o", "/dev/null", path=PATHS[key[0]]).decode(errors="replace")
@@ -130,24 +263,146 @@ class Feed(Scenario):
     def load_argv(self, run, case, key, duration):
         url = f"https://127.0.0.1:{run.ports[key]}{PATHS[key[0]]}"
         headers = list(case.headers)
-        if case.name == "conditional":
+        if case.name.startswith("conditional"):
             headers.append(f"If-None-Match: {self.etags[key[0]]}")
-        return self.loadgen.argv(url, case.conns, duration, headers)
+        if case.name.endswith("-wrk"):
+            argv = self.loadgen.wrk.argv(url, case.conns, duration, headers)
+            return argv[:3] + rt(run) + argv[3:]
+        o = run.opts
+        # The driver's 1-second warm-up of each server: a short run at the
+        # -wrk load's size, no ramp.
+        conns, ramp, warmup = (min(case.conns, o.wrk_conns), 0, 0) if duration == 1 else (case.conns, o.ramp, o.warmup)
+        argv = ["timeout", "-k", "5", str(duration + warmup + 120), "taskset", "-c", "1", *rt(run), self.loadgen.exe,
+                "bench", url, "-k", "-t", "1", "-c", str(conns), "-d", f"{duration}s", "--warmup", f"{warmup}s",
+                "--ramp", f"{ramp}s", "--pid", str(run.pids[key].pid), "--pid-tree", "--json", "-q"]
+        for h in headers:
+            argv += ["-H", h]
+        return argv
+
+    def row(self, run, case, label, r):
+        """celer bench's server CPU per request (after the warm-up) is the
+        figure; the driver's (over the whole invocation, handshakes and
+        warm-up included) is kept as cpu_us_per_req_run."""
+        bad = r.get("errors") or r.get("non2xx") or r.get("setup_failed")
+        run.flagged += bool(bad)
+        if r.get("tool") != "celer-bench":
+            return {}
+        cores = r.get("server_cores", NAN)
+        return {"cpu_us_per_req_run": r["cpu_us_per_req"], "cpu_us_per_req": f"{r['server_cpu_us']:.3f}",
+                "cpu_pct": f"{cores * 100:.1f}", "duration_s": run.opts.duration}
+
+    def log_line(self, rep, case, label, r):
+        extra = ""
+        if r.get("tool") == "celer-bench":
+            extra = f"  set up {r['setup_ok']}, failed {r['setup_failed']}, whole-run CPU {float(r['cpu_us_per_req_run']):.2f} us/req"
+        return (f"repeat {rep} {case.name:<16} {label:<6} {r['req_per_s']:>9,.0f} req/s  CPU "
+                f"{float(r['cpu_us_per_req']):6.2f} us/req  errors {r['errors']}  others {r['foreign_pct']}%{extra}")
+
+    def after(self, run, case, labels):
+        """sse: a fresh celer per repeat, `celer bench --sse` against it."""
+        o = run.opts
+        for rep in range(1, o.repeats + 1):
+            for label in labels:
+                key = (label, case.name)
+                run.start(key, self.cases[0])
+                time.sleep(1)
+                pid = run.pids[key].pid
+                feed = "small" if case.name == "sse-small" else "doc"
+                url = f"https://127.0.0.1:{run.ports[key]}/feeds/{feed}/events"
+                argv = ["timeout", "-k", "5", str(o.ramp + 60 + 12 * o.updates), "taskset", "-c", "1", *rt(run),
+                        self.loadgen.exe, "bench", url, "-k", "-t", "1", "--sse", str(case.conns), "--sse-file",
+                        os.path.join(run.subst["ROOT"], f"{feed}.json"), "--rounds", str(o.updates), "--ramp",
+                        f"{o.ramp}s", "--pid", str(pid), "--pid-tree", "--json", "-q"]
+                run.wait_quiet()
+                run.log(f"sse: repeat {rep}, {label}, {case.conns} subscribers, {o.updates} updates")
+                f = f"{run.work}/sse.out"
+                sticks, cticks, foreign = proc.measured_run(pid, f, argv)
+                text = open(f, errors="replace").read()
+                with open(f"{run.out}/{self.loadgen.log_name}", "a") as log:
+                    log.write(f"### repeat {rep}, sse, {label}: {' '.join(argv)}\n{text}\n")
+                run.stop(key)
+                try:
+                    j = json.loads(text[text.index("{"):])["sse"]
+                except (ValueError, KeyError):
+                    run.log(f"sse: {label}: celer bench gave no report: {text.strip()[-300:]}")
+                    run.flagged += 1
+                    continue
+                lat = j.get("latency_us") or {}
+                server = j.get("server") or {}
+                r = {"repeat": rep, "scenario": case.name, "server": label, "connections": case.conns,
+                     "tool": "celer-bench", "sse_ready": j["ready"], "doc_bytes": j["document_bytes"],
+                     "sse_p50_us": lat.get("p50", ""), "sse_p99_us": lat.get("p99", ""),
+                     "sse_max_us": lat.get("max", ""), "sse_last_us": j.get("median_last_us") or "",
+                     "sse_missing": j["missing"], "sse_lost": sum(j["lost"].values()),
+                     "errors": sum(j["errors"].values()),
+                     "bytes_per_sub": f"{j['bytes_per_subscriber']:.0f}" if j.get("bytes_per_subscriber") is not None else "",
+                     "sse_cpu_us": server.get("cpu_us_per_request") or "", "cpu_ticks": sticks, "load_ticks": cticks,
+                     "foreign_pct": foreign, "contended": int(foreign > run.contended_pct)}
+                run.flagged += bool(r["errors"] or r["sse_missing"] or r["sse_lost"])
+                run.add_row(r)
+                run.log(f"sse: {label} ready {j['ready']}/{case.conns}, p50 {fmt(float(r['sse_p50_us'] or 'nan'))} us, "
+                        f"p99 {fmt(float(r['sse_p99_us'] or 'nan'))} us, max {fmt(float(r['sse_max_us'] or 'nan'))} us, "
+                        f"missing {j['missing']}, lost {r['sse_lost']}, {r['bytes_per_sub'] or '-'} B/subscriber")
 
     def summary(self, rows):
-        out = medians_table(rows, PINNED.format("wrk") + ", HTTPS keep-alive (TLS 1.3, resumption off).",
-                            WRK_COLS, WRK_RATIOS, ERRORS, self.reference)
-        med = lambda sc, sv: median([r for r in rows if r["scenario"] == sc and r["server"] == sv],
-                                    "cpu_us_per_req")
-        out += "\nIssue 19's targets (server CPU per request, celer / peer):\n"
-        for sc, peer, target in (("conditional", "go", 0.33), ("conditional", "nginx", 0.8),
-                                 ("full-gzip", "go", 0.33)):
-            c, p = med(sc, "celer"), med(sc, peer)
-            if c == c and p == p and p > 0:
-                verdict = "met" if c / p <= target else "NOT met"
-                out += f"  {sc:<12} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x (target <= {target}x: {verdict})\n"
+        out = ""
+        for suffix, intro in (("", PINNED.format("celer bench") + ", HTTPS keep-alive (TLS 1.3, resumption off); "
+                                   "connections opened during the warm-up, server CPU per request counted after it."),
+                              ("-wrk", PINNED.format("wrk -t1") + ", HTTPS keep-alive (TLS 1.3, resumption off); "
+                                       "server CPU over the whole run (connections' handshakes included).")):
+            part = [r for r in rows if r["scenario"] in ("conditional" + suffix, "full-gzip" + suffix)]
+            if part:
+                conns = part[0]["connections"]
+                out += medians_table(part, f"{conns} connections; " + intro, WRK_COLS, WRK_RATIOS, ERRORS,
+                                     self.reference, width=15) + "\n"
+        load = [r for r in rows if not r["scenario"].startswith("sse")]
+        if load and any(r.get("setup_ok") for r in load):
+            out += "Connections set up by celer bench (warm-up included) / failed, per run:\n"
+            for r in load:
+                if r.get("tool") == "celer-bench" or r.get("setup_ok"):
+                    out += (f"  repeat {r['repeat']} {r['scenario']:<12} {r['server']:<6} {r['setup_ok']:>6} / "
+                            f"{r['setup_failed'] or 0}\n")
+            out += "\n"
+        med = lambda sc, sv: median([r for r in rows if r["scenario"] == sc and r["server"] == sv], "cpu_us_per_req")
+        out += "Issue 19's targets (server CPU per request, celer / peer):\n"
+        for suffix in ("", "-wrk"):
+            for sc, peer, target in (("conditional", "go", 0.33), ("conditional", "nginx", 0.8),
+                                     ("full-gzip", "go", 0.33)):
+                c, p = med(sc + suffix, "celer"), med(sc + suffix, peer)
+                if c == c and p == p and p > 0:
+                    verdict = "met" if c / p <= target else "NOT met"
+                    out += (f"  {sc + suffix:<16} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x "
+                            f"(target <= {target}x: {verdict})\n")
+        for name in ("sse", "sse-small"):
+            sse = [r for r in rows if r["scenario"] == name]
+            if not sse:
+                continue
+            num = lambda r, k: float(r[k]) if r.get(k) not in (None, "") else NAN
+            out += (f"\n{name}: SSE fan-out (celer bench --sse, celer only: the Go service and nginx have no event stream), "
+                    "from the write of the source file to the receipt of the new version, over subscribers x "
+                    "updates; a fresh server per repeat:\n\n")
+            hdr = (f"{'repeat':>6} {'ready':>6} {'doc B':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+                   f"{'last ms':>8} {'missing':>7} {'lost':>5} {'B/sub':>7} {'CPU us/deliv':>12}")
+            out += hdr + "\n" + "-" * len(hdr) + "\n"
+            for r in sse:
+                out += (f"{r['repeat']:>6} {r['sse_ready']:>6} {r['doc_bytes']:>7} {fmt(num(r, 'sse_p50_us') / 1e3, 1):>8} "
+                        f"{fmt(num(r, 'sse_p99_us') / 1e3, 1):>8} {fmt(num(r, 'sse_max_us') / 1e3, 1):>8} "
+                        f"{fmt(num(r, 'sse_last_us') / 1e3, 1):>8} {r['sse_missing']:>7} {r['sse_lost']:>5} "
+                        f"{r['bytes_per_sub'] or '-':>7} {fmt(num(r, 'sse_cpu_us'), 2):>12}\n")
+            p99 = median(sse, "sse_p99_us")
+            per = median(sse, "bytes_per_sub")
+            out += (f"  median p99 {fmt(p99 / 1e3, 1)} ms (target <= 100 ms: {'met' if p99 <= 100e3 else 'NOT met'}); "
+                    f"median RSS per subscriber {fmt(per)} B (target <= 4096 B: "
+                    f"{'met' if per <= 4096 else 'NOT met'})\n")
         return out
 
     def describe(self, run):
-        return (super().describe(run) + f" `wrk -t1 -c{self.cases[0].conns}` over HTTPS (TLS 1.3, ECDSA P-256), "
-                "keep-alive; the document is a 50 KiB JSON file (gzip: about 6 KiB).")
+        o = run.opts
+        return (f"Each run: {o.duration} s measured; {o.repeats} interleaved repeat(s); servers pinned to CPU 0 "
+                "(`taskset -c 0`; nginx master and worker both), the load generator to CPU 1. Method: "
+                f"bench/README.md. conditional and full-gzip: `celer bench -t1 -c{self.cases[0].conns}` over HTTPS "
+                f"(TLS 1.3, ECDSA P-256), keep-alive, connections opened over {o.ramp} s within a {o.warmup} s "
+                "warm-up (each sends its first request when the ramp ends), server CPU from /proc (`--pid --pid-tree`) after the warm-up; the -wrk loads: "
+                f"`wrk -t1 -c{self.cases[2].conns}`, server CPU over the whole run. The document is a 50 KiB "
+                f"JSON file (gzip: about 4.5 KiB). sse: {self.cases[4].conns} subscribers, {o.updates} updates "
+                "per repeat, the bench writing the file (rename over it) with its CLOCK_REALTIME in a field.")

@@ -43,6 +43,16 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_duration, default_value = "0s", value_name = "TIME")]
     pub warmup: Duration,
 
+    /// Open the connections evenly over this long instead of all at once
+    /// (connection i waits i/N of it before its first connect), so that
+    /// thousands of TCP connects and TLS handshakes do not overflow the
+    /// server's listen backlog; a connection sends its first request when
+    /// the ramp ends, so the load of the first ones cannot crowd out the
+    /// handshakes of the last. With --sse, the subscribers. Keep it within
+    /// --warmup so that the measurement sees every connection.
+    #[arg(long, value_parser = parse_duration, default_value = "0s", value_name = "TIME")]
+    pub ramp: Duration,
+
     /// Open loop: send this many requests per second in total, on schedule,
     /// and measure latency from the intended send time (corrects coordinated omission).
     #[arg(short = 'R', long, value_name = "REQ/S")]
@@ -164,7 +174,7 @@ pub struct BenchArgs {
     )]
     pub fanout: Option<usize>,
 
-    /// Fan-out rounds, one message each.
+    /// Fan-out rounds, one message each; with --sse, updates published.
     #[arg(
         long,
         default_value_t = 10,
@@ -191,6 +201,32 @@ pub struct BenchArgs {
         help_heading = "WebSocket (ws:// and wss:// URLs)"
     )]
     pub post: Option<String>,
+
+    /// SSE fan-out latency: open N subscribers to the URL (an event
+    /// stream over http:// or https://), wait until each has the current
+    /// version, then rewrite --sse-file --rounds times and time, per
+    /// subscriber and update, the arrival of the new version from the
+    /// moment the file changed (p50, p99, max over subscribers × updates).
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = ["hang", "fanout", "sweep"],
+        requires = "sse_file",
+        help_heading = "Server-sent events (http:// and https:// URLs)"
+    )]
+    pub sse: Option<usize>,
+
+    /// With --sse: the file the server publishes (a JSON object). Each
+    /// update replaces it atomically with a field added at its start,
+    /// `"celer_bench":"RUN:SEQ:NS"` (NS: the writer's CLOCK_REALTIME just
+    /// before the write), by which subscribers time the update; the file is
+    /// put back as it was at the end.
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Server-sent events (http:// and https:// URLs)"
+    )]
+    pub sse_file: Option<PathBuf>,
 
     /// Print the report as JSON.
     #[arg(long, conflicts_with = "markdown")]

@@ -220,19 +220,40 @@ fn prepare<'a>(
 pub(crate) async fn run(worker: Rc<Worker>, global_idx: usize) {
     let mut state = ConnState::new(&worker, global_idx);
     let mut timer = Box::pin(tokio::time::sleep(Duration::ZERO));
+    let plan = &worker.plan;
+    if !plan.ramp.is_zero() {
+        let offset = plan
+            .ramp
+            .mul_f64(global_idx as f64 / plan.connections as f64);
+        timer.as_mut().reset((worker.start + offset).into());
+        timer.as_mut().await;
+        if state.next_send.is_some_and(|at| at < worker.start + offset) {
+            state.next_send = Some(worker.start + offset);
+        }
+    }
     while let Some(batch) = next_batch(&worker, &mut state, timer.as_mut()).await {
         let outcome = match connect(&worker).await {
             Ok(stream) => match &worker.plan.tls {
-                None => drive(&worker, stream, &mut state, timer.as_mut(), batch).await,
+                None => {
+                    worker.set_up();
+                    hold(&worker).await;
+                    drive(&worker, stream, &mut state, timer.as_mut(), batch).await
+                }
                 Some(_) => match handshake(&worker, stream).await {
-                    Ok(stream) => drive(&worker, stream, &mut state, timer.as_mut(), batch).await,
+                    Ok(stream) => {
+                        worker.set_up();
+                        hold(&worker).await;
+                        drive(&worker, stream, &mut state, timer.as_mut(), batch).await
+                    }
                     Err(kind) => {
+                        worker.setup_failed(kind);
                         worker.failed(kind, u64::from(batch.size));
                         Outcome::Reconnect
                     }
                 },
             },
             Err(kind) => {
+                worker.setup_failed(kind);
                 worker.failed(kind, u64::from(batch.size));
                 tokio::time::sleep(CONNECT_BACKOFF).await;
                 Outcome::Reconnect
@@ -241,6 +262,17 @@ pub(crate) async fn run(worker: Rc<Worker>, global_idx: usize) {
         if outcome == Outcome::Stop {
             break;
         }
+    }
+}
+
+/// During `--ramp`, a connection that is set up sends nothing until the
+/// ramp ends: the clients already connected must not keep the server so
+/// busy that the later ones cannot connect (a server that serves requests
+/// before it accepts would never reach N connections).
+async fn hold(worker: &Worker) {
+    let end = worker.start + worker.plan.ramp;
+    if Instant::now() < end {
+        tokio::time::sleep_until(end.into()).await;
     }
 }
 

@@ -12,7 +12,16 @@
 //!   hide behind the client's backlog (coordinated omission);
 //! - **sweep** (`--sweep 10,25,...`): one load run per concurrency level;
 //! - **hang** (`--hang N`): N idle keep-alive connections, with the server's
-//!   RSS sampled around them when `--pid` is given.
+//!   RSS sampled around them when `--pid` is given;
+//! - **sse** (`--sse N --sse-file PATH`): N server-sent-event subscribers;
+//!   the bench rewrites the stream's source file `--rounds` times with its
+//!   clock reading in it and times each subscriber's receipt of each new
+//!   version from that reading (p50, p99, max; the server's RSS per
+//!   subscriber and CPU per delivery with `--pid`).
+//!
+//! `--ramp TIME` opens the connections evenly over TIME; connections that
+//! fail to connect or handshake are counted in every mode, warm-up
+//! included (`setup_errors`).
 //!
 //! With a ws:// or wss:// URL the same flags drive WebSockets (RFC 6455,
 //! every frame masked, permessage-deflate offered with `--deflate`):
@@ -46,6 +55,8 @@
 //! - `stats`: HDR histograms (ns), status and error counts, per-second timeline.
 //! - `procfs`: server CPU time and RSS from /proc for `--pid`.
 //! - `hang`: the hanging-connection mode.
+//! - `sse`: the SSE fan-out latency mode: subscribers, their event-stream
+//!   reader, and the coordinator that rewrites the source file.
 //! - `ws`: the WebSocket modes and their own client codec (`frame`,
 //!   `handshake`, `deflate`, `socket`).
 //! - `report`: one data model rendered as a terminal table, Markdown, JSON
@@ -76,6 +87,7 @@ mod parse;
 mod plan;
 mod procfs;
 mod report;
+mod sse;
 mod stats;
 mod target;
 mod tls;
@@ -119,9 +131,9 @@ pub struct Report {
 impl Report {
     /// The report as pretty-printed JSON.
     ///
-    /// The top level has `mode` (`load`, `sweep` or `hang`; for ws:// URLs
-    /// `ws-echo`, `ws-sweep`, `ws-idle` or `ws-fanout`), `settings`, and one
-    /// of `run`, `sweep`, `hang` or `fanout`. Latencies are in microseconds.
+    /// The top level has `mode` (`load`, `sweep`, `hang` or `sse`; for ws://
+    /// URLs `ws-echo`, `ws-sweep`, `ws-idle` or `ws-fanout`), `settings`, and
+    /// one of `run`, `sweep`, `hang`, `sse` or `fanout`. Latencies are in microseconds.
     /// In `ws-echo` a `run`'s `responses` are checked echoes, `bytes` the
     /// frame bytes read from the server (compressed, with permessage-deflate)
     /// and `requests_per_sec` messages per second.
@@ -160,6 +172,7 @@ pub fn measure(args: &BenchArgs) -> Result<Report, Error> {
         sweep: None,
         hang: None,
         fanout: None,
+        sse: None,
     };
     let fanout = plan
         .ws
@@ -173,6 +186,12 @@ pub fn measure(args: &BenchArgs) -> Result<Report, Error> {
             Some(ws) => ws::idle::run(ws, n, idle, &processes)?,
             None => hang::run_hang(&plan, n, idle, &processes)?,
         });
+    } else if let Some(sse) = &plan.sse {
+        output.mode = "sse";
+        output.settings.connections = sse.subscribers;
+        let threads = plan::default_threads(args.threads, sse.subscribers);
+        output.settings.threads = threads;
+        output.sse = Some(sse::run(&plan, sse, threads, &processes)?);
     } else if let Some((ws, fanout)) = fanout {
         output.mode = "ws-fanout";
         output.settings.connections = fanout.receivers;

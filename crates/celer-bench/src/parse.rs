@@ -243,6 +243,19 @@ impl BodyDecoder {
         }
     }
 
+    /// Body data bytes that follow at once (not framing): the rest of a
+    /// Content-Length body, of the current chunk, or everything until
+    /// close; 0 while chunk framing is being read or when done.
+    pub(crate) fn data_ahead(&self) -> u64 {
+        match self {
+            BodyDecoder::Done => 0,
+            BodyDecoder::Close => u64::MAX,
+            BodyDecoder::Length(left) => *left,
+            BodyDecoder::Chunked(Chunk::Data(left)) => *left,
+            BodyDecoder::Chunked(_) => 0,
+        }
+    }
+
     /// Consumes the body bytes at the start of `buf`.
     pub(crate) fn decode(&mut self, buf: &[u8]) -> Result<Progress, Malformed> {
         let consumed = match self {

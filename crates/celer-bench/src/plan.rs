@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::encode::{Encoded, RequestParts};
+use crate::sse;
 use crate::target::{self, Origin, Target};
 use crate::tls::{self, Tls};
 use crate::ws::{self, Endpoint, WsPlan};
@@ -42,6 +43,8 @@ pub(crate) struct Plan {
     pub(crate) total_requests: Option<u64>,
     /// Unmeasured load before measuring.
     pub(crate) warmup: Duration,
+    /// Time over which the connections are first opened.
+    pub(crate) ramp: Duration,
     /// Open-loop rate in requests per second.
     pub(crate) rate: Option<f64>,
     /// Reuse connections.
@@ -54,6 +57,8 @@ pub(crate) struct Plan {
     pub(crate) buffer: usize,
     /// The WebSocket modes' settings, for a ws:// or wss:// URL.
     pub(crate) ws: Option<WsPlan>,
+    /// The SSE fan-out settings, with `--sse`.
+    pub(crate) sse: Option<std::sync::Arc<sse::SsePlan>>,
 }
 
 impl Plan {
@@ -98,6 +103,7 @@ impl Plan {
             timeout: args.timeout,
         };
         let ws = ws::plan(args, &origin, &targets[0], &endpoint, &parts)?;
+        let sse = sse::plan(args, &origin, &targets[0])?.map(std::sync::Arc::new);
         let connections = args.connections;
         let duration = match (args.duration, args.requests) {
             (None, None) => Some(DEFAULT_DURATION),
@@ -116,12 +122,14 @@ impl Plan {
             duration,
             total_requests: args.requests,
             warmup: args.warmup,
+            ramp: args.ramp,
             rate: args.rate,
             keep_alive,
             pipeline: args.pipeline,
             timeout: args.timeout,
             buffer: args.buffer,
             ws,
+            sse,
         })
     }
 

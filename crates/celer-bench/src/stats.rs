@@ -129,6 +129,11 @@ pub(crate) struct Stats {
     pub(crate) bytes: u64,
     /// Errors by `ErrorKind` index.
     pub(crate) errors: [u64; ErrorKind::COUNT],
+    /// Connections set up (TCP connect and, over TLS, the handshake),
+    /// warm-up included.
+    pub(crate) setup_ok: u64,
+    /// Failed set-ups by `ErrorKind` index, warm-up included.
+    pub(crate) setup_failed: [u64; ErrorKind::COUNT],
     /// Responses by status code (index = code).
     pub(crate) status: Vec<u64>,
     /// Per-second counts from the start of measurement.
@@ -151,6 +156,8 @@ impl Stats {
             responses: 0,
             bytes: 0,
             errors: [0; ErrorKind::COUNT],
+            setup_ok: 0,
+            setup_failed: [0; ErrorKind::COUNT],
             status: vec![0; 600],
             timeline: vec![Second::default(); seconds + 2],
         }
@@ -213,6 +220,10 @@ impl Stats {
         self.responses += other.responses;
         self.bytes += other.bytes;
         for (mine, theirs) in self.errors.iter_mut().zip(other.errors) {
+            *mine += theirs;
+        }
+        self.setup_ok += other.setup_ok;
+        for (mine, theirs) in self.setup_failed.iter_mut().zip(other.setup_failed) {
             *mine += theirs;
         }
         for (mine, theirs) in self.status.iter_mut().zip(&other.status) {

@@ -114,6 +114,19 @@ impl Worker {
         self.progress.errors[self.idx].store(stats.error_total(), Ordering::Relaxed);
     }
 
+    /// Records a connection set up (connected and, over TLS, handshaken),
+    /// during warm-up too.
+    pub(crate) fn set_up(&self) {
+        self.stats.borrow_mut().setup_ok += 1;
+    }
+
+    /// Records a failed connection set-up, during warm-up too: a server
+    /// that cannot take N connections must show it even when every
+    /// connection was opened before measuring.
+    pub(crate) fn setup_failed(&self, kind: ErrorKind) {
+        self.stats.borrow_mut().setup_failed[kind as usize] += 1;
+    }
+
     /// Records a TCP connect time.
     pub(crate) fn connected(&self, took: Duration) {
         if Instant::now() >= self.record_from {

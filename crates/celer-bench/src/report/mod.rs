@@ -29,7 +29,7 @@ const SPECTRUM: [f64; 16] = [
 /// Everything one invocation reports; JSON is this, serialised.
 #[derive(Debug, Serialize)]
 pub(crate) struct Output {
-    /// `load`, `sweep` or `hang`; `ws-echo`, `ws-sweep`, `ws-idle` or `ws-fanout`.
+    /// `load`, `sweep`, `hang` or `sse`; `ws-echo`, `ws-sweep`, `ws-idle` or `ws-fanout`.
     pub(crate) mode: &'static str,
     /// How the run was configured.
     pub(crate) settings: Settings,
@@ -45,6 +45,9 @@ pub(crate) struct Output {
     /// Broadcast fan-out results.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) fanout: Option<FanoutReport>,
+    /// SSE fan-out latency results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) sse: Option<SseReport>,
 }
 
 /// The run's configuration, echoed in every report.
@@ -139,6 +142,13 @@ pub(crate) struct RunReport {
     pub(crate) upgrade_us: Option<Latency>,
     /// Connections opened while measuring.
     pub(crate) connections_opened: u64,
+    /// Connections set up over the whole run, warm-up included (TCP
+    /// connect and, over TLS, the handshake).
+    pub(crate) connections_set_up: u64,
+    /// Failed connection set-ups by kind over the whole run, warm-up
+    /// included (only kinds that occurred): a connect refused or a TLS
+    /// handshake that failed or timed out.
+    pub(crate) setup_errors: BTreeMap<&'static str, u64>,
     /// Failed requests by kind (only kinds that occurred).
     pub(crate) errors: BTreeMap<&'static str, u64>,
     /// All failed requests.
@@ -365,6 +375,99 @@ impl FanoutReport {
     }
 }
 
+/// SSE fan-out latency results (`--sse`).
+#[derive(Debug, Serialize)]
+pub(crate) struct SseReport {
+    /// Subscribers asked for.
+    pub(crate) subscribers: usize,
+    /// Subscribers that had the current version before the first update.
+    pub(crate) ready: usize,
+    /// Seconds from the start until every subscriber was ready (or failed).
+    pub(crate) subscribe_s: f64,
+    /// The file rewritten for each update.
+    pub(crate) file: String,
+    /// Bytes of each published document (the marker field included).
+    pub(crate) document_bytes: usize,
+    /// Updates asked for.
+    pub(crate) updates_planned: u32,
+    /// Updates that reached every live subscriber.
+    pub(crate) complete_updates: usize,
+    /// Updates that did not reach a live subscriber within the timeout.
+    pub(crate) missing: u64,
+    /// Subscribers that could not connect, handshake or subscribe, by kind.
+    pub(crate) errors: BTreeMap<&'static str, u64>,
+    /// Ready subscribers whose stream ended, by kind.
+    pub(crate) lost: BTreeMap<&'static str, u64>,
+    /// From each update's publication to its receipt, over every
+    /// subscriber and update.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) latency_us: Option<Latency>,
+    /// Median over updates of the time until the last subscriber had it.
+    pub(crate) median_last_us: Option<f64>,
+    /// One entry per update published.
+    pub(crate) updates: Vec<RoundReport>,
+    /// Server RSS before the subscribers connected, with `--pid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) rss_before: Option<u64>,
+    /// Server RSS once every subscriber had the current version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) rss_subscribed: Option<u64>,
+    /// (RSS subscribed − RSS before) / ready subscribers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) bytes_per_subscriber: Option<f64>,
+    /// Server CPU over the updates, with `--pid`; "per request" is per delivery.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) server: Option<ServerCpu>,
+}
+
+impl SseReport {
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site, which has every figure at hand"
+    )]
+    pub(crate) fn new(
+        sse: &crate::sse::SsePlan,
+        ready: usize,
+        subscribe_s: f64,
+        document_bytes: usize,
+        errors: BTreeMap<&'static str, u64>,
+        lost: BTreeMap<&'static str, u64>,
+        updates: Vec<RoundReport>,
+        latency_us: Option<Latency>,
+        (rss_before, rss_subscribed): (Option<u64>, Option<u64>),
+        server: Option<ServerCpu>,
+    ) -> SseReport {
+        let mut lasts: Vec<f64> = updates.iter().filter_map(|u| u.last_us).collect();
+        SseReport {
+            subscribers: sse.subscribers,
+            ready,
+            subscribe_s,
+            file: sse.file.display().to_string(),
+            document_bytes,
+            updates_planned: sse.updates,
+            complete_updates: updates
+                .iter()
+                .filter(|u| u.missing == 0 && u.received > 0)
+                .count(),
+            missing: updates.iter().map(|u| u.missing as u64).sum(),
+            errors,
+            lost,
+            latency_us,
+            median_last_us: median(&mut lasts),
+            updates,
+            rss_before,
+            rss_subscribed,
+            bytes_per_subscriber: match (rss_before, rss_subscribed) {
+                (Some(before), Some(after)) if ready > 0 => {
+                    Some((after as f64 - before as f64) / ready as f64)
+                }
+                _ => None,
+            },
+            server,
+        }
+    }
+}
+
 /// One fan-out round.
 #[derive(Debug, Serialize)]
 pub(crate) struct RoundReport {
@@ -442,6 +545,12 @@ pub(crate) fn run_report(result: &RunResult, server: Option<ServerCpu>) -> RunRe
         tls_handshake_us: Latency::from_ns(&stats.handshake),
         upgrade_us: Latency::from_ns(&stats.upgrade),
         connections_opened: stats.connect.len(),
+        connections_set_up: stats.setup_ok,
+        setup_errors: ErrorKind::ALL
+            .iter()
+            .filter(|&&kind| stats.setup_failed[kind as usize] > 0)
+            .map(|&kind| (kind.name(), stats.setup_failed[kind as usize]))
+            .collect(),
         errors: error_map(stats),
         error_total: stats.error_total(),
         status: status_map(stats),

@@ -2,7 +2,10 @@
 
 use std::fmt::Write;
 
-use super::{FanoutReport, HangReport, Latency, Output, RunReport, Settings, SweepLevel};
+use super::{
+    FanoutReport, HangReport, Latency, Output, RoundReport, RunReport, Settings, SseReport,
+    SweepLevel,
+};
 
 /// A latency in µs, in the unit that reads best.
 pub(crate) fn duration_us(us: f64) -> String {
@@ -50,6 +53,17 @@ pub(crate) fn describe(output: &Output) -> String {
             "idle keep-alive connections"
         };
         return format!("{} {what} held for {}s", hang.connections, hang.idle_s);
+    }
+    if let Some(sse) = &output.sse {
+        return format!(
+            "SSE fan-out to {} subscribers, {} updates of {} ({} bytes), {} threads{}",
+            sse.subscribers,
+            sse.updates_planned,
+            sse.file,
+            sse.document_bytes,
+            settings.threads,
+            if settings.tls { ", TLS" } else { "" },
+        );
     }
     if let Some(fanout) = &output.fanout {
         return format!(
@@ -175,6 +189,26 @@ fn error_line(run: &RunReport) -> String {
     parts.join(", ")
 }
 
+/// Connections set up and failed set-ups over the whole run, warm-up
+/// included.
+fn setup_line(run: &RunReport) -> String {
+    let mut line = format!(
+        "{} connections set up (warm-up included)",
+        count(run.connections_set_up)
+    );
+    if run.setup_errors.is_empty() {
+        line.push_str(", no failure");
+    } else {
+        let parts: Vec<String> = run
+            .setup_errors
+            .iter()
+            .map(|(kind, n)| format!("{kind} {}", count(*n)))
+            .collect();
+        line.push_str(&format!(", FAILED: {}", parts.join(", ")));
+    }
+    line
+}
+
 fn status_line(run: &RunReport) -> String {
     let parts: Vec<String> = run
         .status
@@ -203,17 +237,27 @@ pub(crate) fn terminal(output: &Output) -> String {
     if let Some(hang) = &output.hang {
         terminal_hang(&mut out, hang);
     }
-    if let Some(fanout) = &output.fanout {
+    let rounds = output
+        .fanout
+        .as_ref()
+        .map(|f| ("round", fanout_lines(f), &f.rounds))
+        .or_else(|| {
+            output
+                .sse
+                .as_ref()
+                .map(|s| ("update", sse_lines(s), &s.updates))
+        });
+    if let Some((what, lines, rounds)) = rounds {
         out.push('\n');
-        for (name, value) in fanout_lines(fanout) {
+        for (name, value) in lines {
             let _ = writeln!(out, "  {name:<27}{value}");
         }
-        let _ = write!(out, "\n  {:>6}", "round");
+        let _ = write!(out, "\n  {what:>6}");
         for name in ROUND_COLUMNS {
             let _ = write!(out, "{name:>11}");
         }
         out.push('\n');
-        for cells in round_rows(fanout) {
+        for cells in round_rows(rounds) {
             let _ = write!(out, "  {:>6}", cells[0]);
             for cell in &cells[1..] {
                 let _ = write!(out, "{cell:>11}");
@@ -226,10 +270,9 @@ pub(crate) fn terminal(output: &Output) -> String {
 
 const ROUND_COLUMNS: [&str; 6] = ["received", "missing", "first", "p50", "p99", "last"];
 
-fn round_rows(fanout: &FanoutReport) -> Vec<[String; 7]> {
+fn round_rows(rounds: &[RoundReport]) -> Vec<[String; 7]> {
     let cell = |us: Option<f64>| us.map_or_else(|| "-".to_string(), duration_us);
-    fanout
-        .rounds
+    rounds
         .iter()
         .map(|r| {
             [
@@ -243,6 +286,74 @@ fn round_rows(fanout: &FanoutReport) -> Vec<[String; 7]> {
             ]
         })
         .collect()
+}
+
+fn sse_lines(sse: &SseReport) -> Vec<(&'static str, String)> {
+    let cell = |us: Option<f64>| us.map_or_else(|| "n/a".to_string(), duration_us);
+    let kinds = |map: &std::collections::BTreeMap<&'static str, u64>| {
+        let parts: Vec<String> = map.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        }
+    };
+    let mut lines = vec![
+        (
+            "subscribers ready",
+            format!(
+                "{} of {} in {:.2}s",
+                count(sse.ready as u64),
+                count(sse.subscribers as u64),
+                sse.subscribe_s
+            ),
+        ),
+        ("subscribe failures", kinds(&sse.errors)),
+        ("streams lost", kinds(&sse.lost)),
+        (
+            "updates complete",
+            format!("{} of {}", sse.complete_updates, sse.updates.len()),
+        ),
+        ("deliveries missing", count(sse.missing)),
+    ];
+    if let Some(l) = &sse.latency_us {
+        lines.push((
+            "update to receipt",
+            format!(
+                "p50 {}, p99 {}, max {} ({} deliveries)",
+                duration_us(l.p50),
+                duration_us(l.p99),
+                duration_us(l.max),
+                count(l.count)
+            ),
+        ));
+    }
+    lines.push(("median time to last", cell(sse.median_last_us)));
+    if let (Some(before), Some(after)) = (sse.rss_before, sse.rss_subscribed) {
+        lines.push((
+            "server RSS",
+            format!(
+                "{} before, {} subscribed: {} per subscriber",
+                bytes(before as f64),
+                bytes(after as f64),
+                sse.bytes_per_subscriber
+                    .map_or_else(|| "n/a".to_string(), bytes)
+            ),
+        ));
+    }
+    if let Some(server) = &sse.server {
+        lines.push((
+            "server CPU",
+            format!(
+                "{:.2}s over {:.2}s ({:.2} cores)",
+                server.cpu_seconds, server.wall_seconds, server.cores
+            ),
+        ));
+        if let Some(us) = server.cpu_us_per_request {
+            lines.push(("server CPU per delivery", format!("{us:.2} µs")));
+        }
+    }
+    lines
 }
 
 fn fanout_lines(fanout: &FanoutReport) -> Vec<(&'static str, String)> {
@@ -340,6 +451,7 @@ fn terminal_run(out: &mut String, run: &RunReport, websocket: bool) {
             duration_us(connect.max)
         );
     }
+    let _ = writeln!(out, "  {:<12}{}", "Set-up", setup_line(run));
     if let Some(tls) = &run.tls_handshake_us {
         let _ = writeln!(
             out,
@@ -472,18 +584,28 @@ pub(crate) fn markdown(output: &Output) -> String {
     if let Some(run) = &output.run {
         markdown_run(&mut out, run, websocket);
     }
-    if let Some(fanout) = &output.fanout {
+    let rounds = output
+        .fanout
+        .as_ref()
+        .map(|f| ("round", fanout_lines(f), &f.rounds))
+        .or_else(|| {
+            output
+                .sse
+                .as_ref()
+                .map(|s| ("update", sse_lines(s), &s.updates))
+        });
+    if let Some((what, lines, rounds)) = rounds {
         table_row(&mut out, &["measure".to_string(), "value".to_string()]);
         table_rule(&mut out, 2);
-        for (name, value) in fanout_lines(fanout) {
+        for (name, value) in lines {
             table_row(&mut out, &[name.to_string(), value]);
         }
         out.push('\n');
-        let mut header = vec!["round".to_string()];
+        let mut header = vec![what.to_string()];
         header.extend(ROUND_COLUMNS.map(String::from));
         table_row(&mut out, &header);
         table_rule(&mut out, header.len());
-        for cells in round_rows(fanout) {
+        for cells in round_rows(rounds) {
             table_row(&mut out, &cells);
         }
     }
@@ -549,6 +671,7 @@ fn markdown_run(out: &mut String, run: &RunReport, websocket: bool) {
         ("Gbit/s", format!("{:.3}", run.gbit_per_sec)),
         ("status", status_line(run)),
         ("errors", error_line(run)),
+        ("set-up", setup_line(run)),
     ];
     if let Some(server) = &run.server {
         rows.push(("server CPU", format!("{:.2}s", server.cpu_seconds)));

@@ -51,9 +51,11 @@ pub(crate) async fn run(worker: Rc<Worker>, ws: &WsPlan) {
                     worker.handshaken(tls);
                 }
                 worker.upgraded(upgrade);
+                worker.set_up();
                 socket
             }
             Err(kind) => {
+                worker.setup_failed(kind);
                 worker.failed(kind, u64::from(claimed));
                 tokio::time::sleep(CONNECT_BACKOFF).await;
                 continue;

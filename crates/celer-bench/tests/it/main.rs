@@ -4,5 +4,6 @@
 mod errors;
 mod load;
 mod modes;
+mod sse;
 mod support;
 mod ws;
