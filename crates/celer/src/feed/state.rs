@@ -304,14 +304,23 @@ impl Feed {
             }
         }
         let number = current.as_ref().map_or(1, |v| v.number() + 1);
-        let version = Arc::new(Version::new(number, doc, SystemTime::now()));
-        // Current first, then the pushes: a subscriber that joins between
+        let updated = SystemTime::now();
+        let id = hash_hex(&doc);
+        // SSE first: the event needs only the document and its hash, and
+        // compressing three variants takes tens of milliseconds for a
+        // large document. An SSE subscriber joining now gets this event
+        // from the hub's history, whatever `current` says.
+        self.push_sse(&id, &doc);
+        let version = Arc::new(Version::with_id(number, doc, id, updated));
+        // Current before the WebSocket push: a socket that joins between
         // them and reads the current version gets this one at worst twice.
         *inner
             .current
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Some(version.clone());
-        self.push(&version);
+        inner
+            .sockets
+            .broadcast_all(Message::Text(version.bytes().clone()));
         tracing::debug!(target: "celer::feed", feed = %inner.name, version = number,
             id = version.id(), bytes = version.bytes().len(), "new version");
         Ok(Updated::New(number))
@@ -443,22 +452,19 @@ impl Feed {
         }
     }
 
-    /// Pushes `version` to the SSE hub and the WebSocket subscribers.
-    fn push(&self, version: &Version) {
+    /// Publishes the document `doc` (content hash `id`) to the SSE hub.
+    fn push_sse(&self, id: &str, doc: &[u8]) {
         let inner = &*self.inner;
         // Raw CR and LF in valid JSON are only whitespace between tokens
         // (inside strings they must be escaped, RFC 8259 §7), so turning
         // them into spaces keeps the document and makes it one `data:`
         // line (HTML §9.2.6 splits data at line ends).
-        let text = String::from_utf8_lossy(version.bytes()).replace(['\r', '\n'], " ");
-        let event = Event::new().id(version.id()).data(text);
+        let text = String::from_utf8_lossy(doc).replace(['\r', '\n'], " ");
+        let event = Event::new().id(id).data(text);
         if let Err(err) = inner.hub.publish(event) {
             tracing::error!(target: "celer::feed", feed = %inner.name, error = %err,
                 "cannot publish the version to SSE subscribers");
         }
-        inner
-            .sockets
-            .broadcast_all(Message::Text(version.bytes().clone()));
     }
 
     fn health(&self) -> MutexGuard<'_, Health> {

@@ -61,8 +61,15 @@ pub(crate) struct Rep {
 impl Version {
     /// Makes version `number` of `doc`: hashes it and compresses it three
     /// times (the only place the feed compresses).
+    #[cfg(test)]
     pub(crate) fn new(number: u64, doc: Bytes, updated: SystemTime) -> Version {
         let id = hash_hex(&doc);
+        Version::with_id(number, doc, id, updated)
+    }
+
+    /// [`Version::new`] with the content hash already made
+    /// ([`hash_hex`] of `doc`).
+    pub(crate) fn with_id(number: u64, doc: Bytes, id: String, updated: SystemTime) -> Version {
         let secs = updated
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
