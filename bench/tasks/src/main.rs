@@ -220,14 +220,19 @@ fn main() {
     let mut repeats = 3;
     let mut n = 20_000;
     let mut e2e_only = false;
+    let mut submit_cost_only = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--repeats" => repeats = args.next().unwrap().parse().unwrap(),
             "--tasks" => n = args.next().unwrap().parse().unwrap(),
             // For instruction counts (callgrind): the end-to-end run alone.
             "--e2e-only" => e2e_only = true,
+            // For profiles: one submit-cost run alone, into a store holding
+            // PREFILL queued tasks (what grows with the queue shows as the
+            // difference between two profiles).
+            "--submit-cost" => submit_cost_only = Some(args.next().unwrap().parse().unwrap()),
             other => panic!(
-                "unknown argument {other}; usage: tasks-bench [--repeats N] [--tasks N] [--e2e-only]"
+                "unknown argument {other}; usage: tasks-bench [--repeats N] [--tasks N] [--e2e-only] [--submit-cost PREFILL]"
             ),
         }
     }
@@ -237,6 +242,11 @@ fn main() {
         .build()
         .unwrap();
     println!("repeat,scenario,value,unit");
+    if let Some(prefill) = submit_cost_only {
+        let cost = submit_cost(&client, prefill, SUBMITS);
+        println!("0,submit-after-{prefill},{cost:.1},server CPU µs per submit");
+        return;
+    }
     let (mut rates, mut cpus, mut empty, mut full) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for repeat in 0..repeats {
