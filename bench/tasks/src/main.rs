@@ -80,8 +80,14 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// CPU seconds of this process's threads whose names start with one of
 /// `prefixes`.
 fn cpu_of(prefixes: &[&str]) -> f64 {
+    cpu_by_thread(prefixes).values().sum()
+}
+
+/// CPU seconds (utime+stime) of this process's threads whose names start
+/// with one of `prefixes`, summed by thread name.
+fn cpu_by_thread(prefixes: &[&str]) -> std::collections::BTreeMap<String, f64> {
     let ticks = 100.0; // USER_HZ on Linux.
-    let mut total = 0.0;
+    let mut by_name = std::collections::BTreeMap::new();
     for entry in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
         let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
@@ -94,9 +100,9 @@ fn cpu_of(prefixes: &[&str]) -> f64 {
         let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
         let utime: f64 = fields[11].parse().unwrap_or(0.0);
         let stime: f64 = fields[12].parse().unwrap_or(0.0);
-        total += (utime + stime) / ticks;
+        *by_name.entry(name.to_owned()).or_insert(0.0) += (utime + stime) / ticks;
     }
-    total
+    by_name
 }
 
 const SERVER_THREADS: [&str; 3] = ["srv", "celer-tasks", "celer-dispatch"];
@@ -203,11 +209,24 @@ fn submit_cost(client: &tokio::runtime::Runtime, prefill: usize, n: usize) -> f6
     let server = start_server();
     let addr = server.addr;
     client.block_on(submit_all(addr, prefill, FUTURE));
-    let before = cpu_of(&SERVER_THREADS);
+    let before = cpu_by_thread(&SERVER_THREADS);
     client.block_on(submit_all(addr, n, FUTURE));
-    let per = (cpu_of(&SERVER_THREADS) - before) / n as f64;
+    let after = cpu_by_thread(&SERVER_THREADS);
     server.stop();
-    per * 1e6
+    // Per server thread, on stderr: which of them a deeper queue costs.
+    let per_thread: Vec<String> = after
+        .iter()
+        .map(|(name, cpu)| {
+            let spent = cpu - before.get(name).copied().unwrap_or(0.0);
+            format!("{name} {:.1}", spent / n as f64 * 1e6)
+        })
+        .collect();
+    eprintln!(
+        "submit CPU after {prefill} queued, µs per submit by thread: {}",
+        per_thread.join(", ")
+    );
+    let total: f64 = after.values().sum::<f64>() - before.values().sum::<f64>();
+    total / n as f64 * 1e6
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

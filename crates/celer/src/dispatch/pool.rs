@@ -3,17 +3,16 @@
 //! it, the counters and the stop.
 //!
 //! A job submitted while a worker is idle goes straight to that worker
-//! (the one idle most recently: the likeliest still spinning, its caches
-//! warm), and a sleeping worker is woken only then; a job that finds every
-//! worker busy waits in the queue, which the workers empty before they go
-//! idle. An idle worker yields its core a few times before it sleeps, so a
-//! job that comes right after the last one needs no sleep and no wake-up.
-//! See docs/decisions/110-dispatcher.md for the figures behind this.
+//! (the one idle most recently: its caches are the warmest), which is woken
+//! only then; a job that finds every worker busy waits in the queue, which
+//! the workers empty before they go idle, and wakes nobody. An idle worker
+//! sleeps at once rather than spin or yield its core: see
+//! docs/decisions/116-dispatcher-hand-off.md for the figures behind this.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -81,13 +80,6 @@ struct Owner {
     n_threads: usize,
 }
 
-/// How many times an idle worker yields its core, checking for a job
-/// between yields, before it sleeps. A yield costs a system call and gives
-/// way to any other thread ready on that core (the submitter, on one
-/// core), so the wait burns only time nothing else wants; 16 cover the few
-/// microseconds between a job's reply and its requester's next job.
-const IDLE_YIELDS: u32 = 16;
-
 /// What the workers and the clones share.
 struct Shared {
     /// The waiting jobs, the idle workers and the closed flag.
@@ -121,9 +113,6 @@ struct State {
 
 /// One worker thread's hand-off place.
 struct Worker {
-    /// Set when something was handed: what the idle worker checks between
-    /// its yields, without the lock.
-    handed: AtomicBool,
     hand: Mutex<Hand>,
     /// Signalled when something is handed to the worker asleep on it.
     wake: Condvar,
@@ -190,7 +179,6 @@ impl DispatcherBuilder {
             }),
             workers: (0..self.threads)
                 .map(|_| Worker {
-                    handed: AtomicBool::new(false),
                     hand: Mutex::new(Hand::default()),
                     wake: Condvar::new(),
                 })
@@ -460,19 +448,11 @@ impl Shared {
 // ===== impl Worker =====
 
 impl Worker {
-    /// Waits for what is handed: the job, or `None` for the stop. Yields
-    /// the core [`IDLE_YIELDS`] times first, then sleeps.
+    /// Waits for what is handed: the job, or `None` for the stop.
     fn wait(&self) -> Option<Job> {
-        for _ in 0..IDLE_YIELDS {
-            if self.handed.load(Ordering::Acquire) {
-                break;
-            }
-            std::thread::yield_now();
-        }
         let mut hand = lock(&self.hand);
         loop {
             if let Some(job) = hand.job.take() {
-                self.handed.store(false, Ordering::Relaxed);
                 return Some(job);
             }
             if hand.stop {
@@ -492,7 +472,6 @@ impl Worker {
             Some(job) => hand.job = Some(job),
             None => hand.stop = true,
         }
-        self.handed.store(true, Ordering::Release);
         let asleep = hand.asleep;
         drop(hand);
         if asleep {

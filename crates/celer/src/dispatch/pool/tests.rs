@@ -202,7 +202,7 @@ fn a_sleeping_worker_is_woken_for_a_job() {
     block_on(async {
         let pool = Dispatcher::builder().threads(3).build();
         assert_eq!(pool.dispatch(|| 1).await.unwrap(), 1);
-        // Every worker sleeps once its idle yields are over.
+        // Every worker sleeps once idle.
         wait_until(|| pool.asleep() == 3).await;
         assert_eq!(pool.dispatch(|| 2).await.unwrap(), 2);
         wait_until(|| pool.asleep() == 3).await;
@@ -233,7 +233,7 @@ fn shutdown_stops_sleeping_workers() {
 #[test]
 fn shutdown_right_after_a_job_stops_idle_workers() {
     block_on(async {
-        // The workers are between their last job and sleep (yielding).
+        // The workers are between their last job and their sleep.
         for _ in 0..20 {
             let pool = Dispatcher::builder().threads(2).build();
             pool.dispatch(|| ()).await.unwrap();
