@@ -64,12 +64,7 @@ type Reply = Pin<Box<dyn Future<Output = Option<u64>> + Send>>;
 impl Pool {
     fn new(kind: Kind, threads: usize) -> Pool {
         match kind {
-            Kind::Celer => Pool::Celer(
-                Dispatcher::builder()
-                    .threads(threads)
-                    .queue(QUEUE)
-                    .build(),
-            ),
+            Kind::Celer => Pool::Celer(Dispatcher::builder().threads(threads).queue(QUEUE).build()),
             Kind::SpawnBlocking => Pool::SpawnBlocking,
             Kind::Rayon => Pool::Rayon(Arc::new(
                 rayon::ThreadPoolBuilder::new()
@@ -100,9 +95,9 @@ impl Pool {
                 let pool = pool.clone();
                 Box::pin(async move { pool.dispatch(job(Instant::now())).await.ok() })
             }
-            Pool::SpawnBlocking => Box::pin(async move {
-                tokio::task::spawn_blocking(job(Instant::now())).await.ok()
-            }),
+            Pool::SpawnBlocking => {
+                Box::pin(async move { tokio::task::spawn_blocking(job(Instant::now())).await.ok() })
+            }
             Pool::Rayon(pool) => {
                 let pool = pool.clone();
                 Box::pin(async move {
@@ -264,12 +259,18 @@ fn args() -> Args {
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--threads" => args.threads = it.next().and_then(|v| v.parse().ok()).expect("--threads N"),
-            "--repeats" => args.repeats = it.next().and_then(|v| v.parse().ok()).expect("--repeats N"),
+            "--threads" => {
+                args.threads = it.next().and_then(|v| v.parse().ok()).expect("--threads N")
+            }
+            "--repeats" => {
+                args.repeats = it.next().and_then(|v| v.parse().ok()).expect("--repeats N")
+            }
             "--first" => args.first = it.next().and_then(|v| v.parse().ok()).expect("--first N"),
             "--quick" => args.quick = true,
             other => {
-                eprintln!("unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick]");
+                eprintln!(
+                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick]"
+                );
                 std::process::exit(2);
             }
         }
@@ -367,7 +368,13 @@ fn summarize(rows: &[(Kind, &'static str, Outcome)]) {
             };
             eprintln!(
                 "{:<11} {:<15} {:>12.0} {:>9.1} {:>9.1} {:>9.0} {:>9.0}{ratio}",
-                scenario, kind.name(), values[0], values[1], values[2], values[3], values[4]
+                scenario,
+                kind.name(),
+                values[0],
+                values[1],
+                values[2],
+                values[3],
+                values[4]
             );
         }
     }

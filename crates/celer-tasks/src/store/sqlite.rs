@@ -431,10 +431,9 @@ fn due_in(tx: &Connection, now: Millis, max: usize, ids: &mut Vec<TaskId>) -> ru
                 "SELECT id FROM tasks WHERE state = 'queued' AND priority <= ?3 \
                  AND run_at <= ?1 ORDER BY priority DESC, run_at, id LIMIT ?2",
             )?;
-            let rows = stmt.query_map(
-                params![now, (max - ids.len()) as i64, priority],
-                |row| row.get(0),
-            )?;
+            let rows = stmt.query_map(params![now, (max - ids.len()) as i64, priority], |row| {
+                row.get(0)
+            })?;
             for id in rows {
                 ids.push(id?);
             }
@@ -444,10 +443,9 @@ fn due_in(tx: &Connection, now: Millis, max: usize, ids: &mut Vec<TaskId>) -> ru
             "SELECT id FROM tasks WHERE state = 'queued' AND priority = ?3 \
              AND run_at <= ?1 ORDER BY run_at, id LIMIT ?2",
         )?;
-        let rows = stmt.query_map(
-            params![now, (max - ids.len()) as i64, priority],
-            |row| row.get(0),
-        )?;
+        let rows = stmt.query_map(params![now, (max - ids.len()) as i64, priority], |row| {
+            row.get(0)
+        })?;
         for id in rows {
             ids.push(id?);
         }

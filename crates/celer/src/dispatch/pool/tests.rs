@@ -260,7 +260,10 @@ fn many_requesters_on_few_workers_get_every_value() {
                 for j in 0..50u64 {
                     // Waits for a slot when the queue is full; some jobs
                     // go to idle workers, some through the queue.
-                    sum += pool.dispatch_wait(DEADLINE, move || r * 1000 + j).await.unwrap();
+                    sum += pool
+                        .dispatch_wait(DEADLINE, move || r * 1000 + j)
+                        .await
+                        .unwrap();
                 }
                 sum
             }));
