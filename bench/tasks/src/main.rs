@@ -13,7 +13,8 @@
 //! - `submit-empty` and `submit-10k`: 10,000 submits of tasks due far in the
 //!   future (nothing runs) into an empty store and into one holding 10,000
 //!   queued tasks; the server's CPU per submit (its threads' utime+stime
-//!   from /proc, the client's thread excluded).
+//!   from /proc, the client's thread excluded), also per server thread on
+//!   stderr. `--submit-cost PREFILL` runs one of these alone (for profiles).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
