@@ -3,7 +3,7 @@
 //! same number of worker threads, unloaded and at 2× overload.
 //!
 //! Run with `bench/dispatcher/run` (pins, pauses other load, records).
-//! Direct use: `dispatcher-bench [--threads N] [--repeats N] [--quick]`;
+//! Direct use: `dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick]`;
 //! CSV rows on stdout, the summary on stderr.
 //!
 //! Scenarios, each run per pool, pools interleaved and rotated per repeat:
@@ -64,12 +64,7 @@ type Reply = Pin<Box<dyn Future<Output = Option<u64>> + Send>>;
 impl Pool {
     fn new(kind: Kind, threads: usize) -> Pool {
         match kind {
-            Kind::Celer => Pool::Celer(
-                Dispatcher::builder()
-                    .threads(threads)
-                    .queue(QUEUE)
-                    .build(),
-            ),
+            Kind::Celer => Pool::Celer(Dispatcher::builder().threads(threads).queue(QUEUE).build()),
             Kind::SpawnBlocking => Pool::SpawnBlocking,
             Kind::Rayon => Pool::Rayon(Arc::new(
                 rayon::ThreadPoolBuilder::new()
@@ -82,29 +77,37 @@ impl Pool {
 
     /// Submits a job that records its hand-off and spins `work`; resolves to
     /// the hand-off in nanoseconds, or `None` when the pool refused it.
+    ///
+    /// Every pool is called from inside the boxed future, the clock read
+    /// just before the call: the box and the clone of the handle are the
+    /// harness's, not the pool's, and are left out for all three alike.
     fn submit(&self, work: Duration, started: Arc<AtomicU64>) -> Reply {
-        let submitted = Instant::now();
-        let job = move || {
-            let handoff = submitted.elapsed().as_nanos() as u64;
-            started.fetch_add(1, Ordering::Relaxed);
-            spin(work);
-            handoff
+        let job = move |submitted: Instant| {
+            move || {
+                let handoff = submitted.elapsed().as_nanos() as u64;
+                started.fetch_add(1, Ordering::Relaxed);
+                spin(work);
+                handoff
+            }
         };
         match self {
             Pool::Celer(pool) => {
                 let pool = pool.clone();
-                Box::pin(async move { pool.dispatch(job).await.ok() })
+                Box::pin(async move { pool.dispatch(job(Instant::now())).await.ok() })
             }
             Pool::SpawnBlocking => {
-                let handle = tokio::task::spawn_blocking(job);
-                Box::pin(async move { handle.await.ok() })
+                Box::pin(async move { tokio::task::spawn_blocking(job(Instant::now())).await.ok() })
             }
             Pool::Rayon(pool) => {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                pool.spawn(move || {
-                    let _ = tx.send(job());
-                });
-                Box::pin(async move { rx.await.ok() })
+                let pool = pool.clone();
+                Box::pin(async move {
+                    let job = job(Instant::now());
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    pool.spawn(move || {
+                        let _ = tx.send(job());
+                    });
+                    rx.await.ok()
+                })
             }
         }
     }
@@ -240,6 +243,9 @@ async fn overload(pool: &Pool, threads: usize, window: Duration) -> Outcome {
 struct Args {
     threads: usize,
     repeats: usize,
+    /// The number of the first repeat (rows and the pools' rotation), for
+    /// runs made one repeat at a time, interleaved with another build.
+    first: usize,
     quick: bool,
 }
 
@@ -247,16 +253,24 @@ fn args() -> Args {
     let mut args = Args {
         threads: 1,
         repeats: 5,
+        first: 0,
         quick: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--threads" => args.threads = it.next().and_then(|v| v.parse().ok()).expect("--threads N"),
-            "--repeats" => args.repeats = it.next().and_then(|v| v.parse().ok()).expect("--repeats N"),
+            "--threads" => {
+                args.threads = it.next().and_then(|v| v.parse().ok()).expect("--threads N")
+            }
+            "--repeats" => {
+                args.repeats = it.next().and_then(|v| v.parse().ok()).expect("--repeats N")
+            }
+            "--first" => args.first = it.next().and_then(|v| v.parse().ok()).expect("--first N"),
             "--quick" => args.quick = true,
             other => {
-                eprintln!("unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--quick]");
+                eprintln!(
+                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick]"
+                );
                 std::process::exit(2);
             }
         }
@@ -279,7 +293,7 @@ fn main() {
         .expect("runtime");
     println!("repeat,pool,scenario,jobs_per_sec,p50_ns,p99_ns,rejected,peak_backlog");
     let mut rows: Vec<(Kind, &'static str, Outcome)> = Vec::new();
-    for repeat in 0..args.repeats {
+    for repeat in args.first..args.first + args.repeats {
         let mut order = KINDS.to_vec();
         order.rotate_left(repeat % KINDS.len());
         for kind in order {
@@ -354,7 +368,13 @@ fn summarize(rows: &[(Kind, &'static str, Outcome)]) {
             };
             eprintln!(
                 "{:<11} {:<15} {:>12.0} {:>9.1} {:>9.1} {:>9.0} {:>9.0}{ratio}",
-                scenario, kind.name(), values[0], values[1], values[2], values[3], values[4]
+                scenario,
+                kind.name(),
+                values[0],
+                values[1],
+                values[2],
+                values[3],
+                values[4]
             );
         }
     }

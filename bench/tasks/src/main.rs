@@ -13,7 +13,8 @@
 //! - `submit-empty` and `submit-10k`: 10,000 submits of tasks due far in the
 //!   future (nothing runs) into an empty store and into one holding 10,000
 //!   queued tasks; the server's CPU per submit (its threads' utime+stime
-//!   from /proc, the client's thread excluded).
+//!   from /proc, the client's thread excluded), also per server thread on
+//!   stderr. `--submit-cost PREFILL` runs one of these alone (for profiles).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -80,8 +81,14 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// CPU seconds of this process's threads whose names start with one of
 /// `prefixes`.
 fn cpu_of(prefixes: &[&str]) -> f64 {
+    cpu_by_thread(prefixes).values().sum()
+}
+
+/// CPU seconds (utime+stime) of this process's threads whose names start
+/// with one of `prefixes`, summed by thread name.
+fn cpu_by_thread(prefixes: &[&str]) -> std::collections::BTreeMap<String, f64> {
     let ticks = 100.0; // USER_HZ on Linux.
-    let mut total = 0.0;
+    let mut by_name = std::collections::BTreeMap::new();
     for entry in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
         let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
@@ -94,9 +101,9 @@ fn cpu_of(prefixes: &[&str]) -> f64 {
         let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
         let utime: f64 = fields[11].parse().unwrap_or(0.0);
         let stime: f64 = fields[12].parse().unwrap_or(0.0);
-        total += (utime + stime) / ticks;
+        *by_name.entry(name.to_owned()).or_insert(0.0) += (utime + stime) / ticks;
     }
-    total
+    by_name
 }
 
 const SERVER_THREADS: [&str; 3] = ["srv", "celer-tasks", "celer-dispatch"];
@@ -203,11 +210,24 @@ fn submit_cost(client: &tokio::runtime::Runtime, prefill: usize, n: usize) -> f6
     let server = start_server();
     let addr = server.addr;
     client.block_on(submit_all(addr, prefill, FUTURE));
-    let before = cpu_of(&SERVER_THREADS);
+    let before = cpu_by_thread(&SERVER_THREADS);
     client.block_on(submit_all(addr, n, FUTURE));
-    let per = (cpu_of(&SERVER_THREADS) - before) / n as f64;
+    let after = cpu_by_thread(&SERVER_THREADS);
     server.stop();
-    per * 1e6
+    // Per server thread, on stderr: which of them a deeper queue costs.
+    let per_thread: Vec<String> = after
+        .iter()
+        .map(|(name, cpu)| {
+            let spent = cpu - before.get(name).copied().unwrap_or(0.0);
+            format!("{name} {:.1}", spent / n as f64 * 1e6)
+        })
+        .collect();
+    eprintln!(
+        "submit CPU after {prefill} queued, µs per submit by thread: {}",
+        per_thread.join(", ")
+    );
+    let total: f64 = after.values().sum::<f64>() - before.values().sum::<f64>();
+    total / n as f64 * 1e6
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -220,14 +240,19 @@ fn main() {
     let mut repeats = 3;
     let mut n = 20_000;
     let mut e2e_only = false;
+    let mut submit_cost_only = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--repeats" => repeats = args.next().unwrap().parse().unwrap(),
             "--tasks" => n = args.next().unwrap().parse().unwrap(),
             // For instruction counts (callgrind): the end-to-end run alone.
             "--e2e-only" => e2e_only = true,
+            // For profiles: one submit-cost run alone, into a store holding
+            // PREFILL queued tasks (what grows with the queue shows as the
+            // difference between two profiles).
+            "--submit-cost" => submit_cost_only = Some(args.next().unwrap().parse().unwrap()),
             other => panic!(
-                "unknown argument {other}; usage: tasks-bench [--repeats N] [--tasks N] [--e2e-only]"
+                "unknown argument {other}; usage: tasks-bench [--repeats N] [--tasks N] [--e2e-only] [--submit-cost PREFILL]"
             ),
         }
     }
@@ -237,6 +262,11 @@ fn main() {
         .build()
         .unwrap();
     println!("repeat,scenario,value,unit");
+    if let Some(prefill) = submit_cost_only {
+        let cost = submit_cost(&client, prefill, SUBMITS);
+        println!("0,submit-after-{prefill},{cost:.1},server CPU µs per submit");
+        return;
+    }
     let (mut rates, mut cpus, mut empty, mut full) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for repeat in 0..repeats {

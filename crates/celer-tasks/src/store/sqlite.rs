@@ -402,6 +402,63 @@ fn finish_in(
     Ok((task, requeued))
 }
 
+/// Priority levels [`due_in`] visits one at a time before it reads the
+/// rest of the queue in one pass.
+const DUE_LEVELS: usize = 16;
+
+/// Adds to `ids` the queued tasks due at `now`, highest priority first,
+/// then earliest `run_at`, then oldest, until `ids` holds `max`.
+///
+/// Tasks due later are never read: the queue may hold many more of them
+/// than are due (tasks scheduled hours ahead), and a read of them all per
+/// claim made every claim, and so every submit's share of the runner's
+/// polls, grow with the queue. One range of `tasks_due` per priority level
+/// (`state, priority, run_at <= now`) reads only due tasks; the next level
+/// down is one seek (`MAX(priority) … < p`). After [`DUE_LEVELS`] levels
+/// (a queue using many distinct priorities) the rest is read in one pass
+/// as before, so the cost is never more than that pass and a few seeks.
+fn due_in(tx: &Connection, now: Millis, max: usize, ids: &mut Vec<TaskId>) -> rusqlite::Result<()> {
+    let mut level: Option<i64> = tx
+        .prepare_cached("SELECT MAX(priority) FROM tasks WHERE state = 'queued'")?
+        .query_row([], |row| row.get(0))?;
+    let mut visited = 0;
+    while let Some(priority) = level {
+        if ids.len() >= max {
+            return Ok(());
+        }
+        if visited == DUE_LEVELS {
+            let mut stmt = tx.prepare_cached(
+                "SELECT id FROM tasks WHERE state = 'queued' AND priority <= ?3 \
+                 AND run_at <= ?1 ORDER BY priority DESC, run_at, id LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![now, (max - ids.len()) as i64, priority], |row| {
+                row.get(0)
+            })?;
+            for id in rows {
+                ids.push(id?);
+            }
+            return Ok(());
+        }
+        let mut stmt = tx.prepare_cached(
+            "SELECT id FROM tasks WHERE state = 'queued' AND priority = ?3 \
+             AND run_at <= ?1 ORDER BY run_at, id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![now, (max - ids.len()) as i64, priority], |row| {
+            row.get(0)
+        })?;
+        for id in rows {
+            ids.push(id?);
+        }
+        visited += 1;
+        level = tx
+            .prepare_cached(
+                "SELECT MAX(priority) FROM tasks WHERE state = 'queued' AND priority < ?1",
+            )?
+            .query_row([priority], |row| row.get(0))?;
+    }
+    Ok(())
+}
+
 /// One submit inside `tx` (see [`Store::submit`]); `room` says whether
 /// the queue has room for one more task.
 fn submit_in(
@@ -848,18 +905,7 @@ impl Store for SqliteStore {
         };
         let expired = ids.len();
         if ids.len() < max {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT id FROM tasks WHERE state = 'queued' AND run_at <= ?1 \
-                     ORDER BY priority DESC, run_at, id LIMIT ?2",
-                )
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map(params![now, (max - ids.len()) as i64], |row| row.get(0))
-                .map_err(db_err)?;
-            for id in rows {
-                ids.push(id.map_err(db_err)?);
-            }
+            due_in(&tx, now, max, &mut ids).map_err(db_err)?;
         }
         let mut claimed = Vec::with_capacity(ids.len());
         {

@@ -329,6 +329,54 @@ fn claims_follow_priority_then_run_at_and_list_pages_newest_first() {
 }
 
 #[test]
+fn claims_skip_tasks_due_later_across_many_priority_levels() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let now = 1_000;
+    // 40 levels (more than a claim visits one by one before it reads the
+    // rest in one pass), each with a task due later, then one due now,
+    // then another due later; every fourth level has nothing due.
+    let mut due = Vec::new();
+    for level in 0..40 {
+        let priority = 100 - 5 * level;
+        let submit = |run_at| {
+            let mut task = new_task("1", 1);
+            task.priority = priority;
+            task.run_at = run_at;
+            created(store.submit(&task, None, TTL, MAX_QUEUED, 0).unwrap()).id
+        };
+        submit(now + 1);
+        if level % 4 != 3 {
+            let early = submit(now - 1 - i64::from(level));
+            due.push((priority, early));
+        }
+        submit(now + 500);
+    }
+    // Highest priority first; within a level, the earliest run_at.
+    let expected: Vec<i64> = due.iter().map(|(_, id)| *id).collect();
+    let mut claimed = Vec::new();
+    // Claims of every size: some end inside the levels read one by one,
+    // some inside the single pass after them.
+    for max in [1, 2, 7, 3, 100] {
+        let got = store.claim("a", max, LEASE, now).unwrap();
+        assert!(got.len() <= max);
+        assert!(got.iter().all(|t| t.run_at <= now));
+        claimed.extend(got.iter().map(|t| t.id));
+    }
+    assert_eq!(claimed, expected);
+    assert!(store.claim("a", 10, LEASE, now).unwrap().is_empty());
+    assert_eq!(store.queued().unwrap(), 80);
+    // Later, the rest is due, in the same order of levels.
+    let rest = store.claim("a", 1000, LEASE, now + 500).unwrap();
+    assert_eq!(rest.len(), 80);
+    let priorities: Vec<i32> = rest.iter().map(|t| t.priority).collect();
+    let mut sorted = priorities.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(priorities, sorted);
+    assert_eq!(store.queued().unwrap(), 0);
+}
+
+#[test]
 fn purge_deletes_finished_tasks_past_retention_only() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);

@@ -1,5 +1,13 @@
-//! The pool: worker threads waiting on one queue, the slots that bound it,
-//! the counters and the stop.
+//! The pool: worker threads that each wait at their own hand-off place,
+//! the queue for jobs that find every worker busy, the slots that bound
+//! it, the counters and the stop.
+//!
+//! A job submitted while a worker is idle goes straight to that worker
+//! (the one idle most recently: its caches are the warmest), which is woken
+//! only then; a job that finds every worker busy waits in the queue, which
+//! the workers empty before they go idle, and wakes nobody. An idle worker
+//! sleeps at once rather than spin or yield its core: see
+//! docs/decisions/116-dispatcher-hand-off.md for the figures behind this.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -74,11 +82,10 @@ struct Owner {
 
 /// What the workers and the clones share.
 struct Shared {
-    /// The waiting jobs and the closed flag; guarded by one lock that the
-    /// workers wait on through `ready`.
-    queue: Mutex<Queue>,
-    /// Signalled once per queued job, and to all at close.
-    ready: Condvar,
+    /// The waiting jobs, the idle workers and the closed flag.
+    state: Mutex<State>,
+    /// Each worker thread's hand-off place, by index.
+    workers: Box<[Worker]>,
     /// One permit per job the pool may hold (queue bound plus threads):
     /// taken before a job is queued, given back when it has run, so the
     /// hand-off path releases nothing. Closed at shutdown.
@@ -93,9 +100,32 @@ struct Shared {
     abandoned: AtomicU64,
 }
 
-struct Queue {
+struct State {
+    /// Jobs that found every worker busy, oldest first. Empty whenever a
+    /// worker is idle: a worker goes idle only when it finds it empty.
     jobs: VecDeque<Job>,
+    /// The workers waiting at their hand-off place with nothing handed yet,
+    /// the most recently idle last. Whoever takes a worker off this list
+    /// hands it exactly one thing: a job, or the stop.
+    idle: Vec<usize>,
     closed: bool,
+}
+
+/// One worker thread's hand-off place.
+struct Worker {
+    hand: Mutex<Hand>,
+    /// Signalled when something is handed to the worker asleep on it.
+    wake: Condvar,
+}
+
+/// What is handed to a worker, and whether it sleeps.
+#[derive(Default)]
+struct Hand {
+    job: Option<Job>,
+    stop: bool,
+    /// The worker waits on `wake` (set under the lock before it sleeps,
+    /// cleared when it wakes): only then does a hand-off wake it.
+    asleep: bool,
 }
 
 /// A queued job: the work (which replies on its own channel) and its slot.
@@ -142,11 +172,17 @@ impl DispatcherBuilder {
     /// When the operating system refuses to start a thread.
     pub fn build(self) -> Dispatcher {
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue {
+            state: Mutex::new(State {
                 jobs: VecDeque::with_capacity(self.queue.min(4096)),
+                idle: Vec::with_capacity(self.threads),
                 closed: false,
             }),
-            ready: Condvar::new(),
+            workers: (0..self.threads)
+                .map(|_| Worker {
+                    hand: Mutex::new(Hand::default()),
+                    wake: Condvar::new(),
+                })
+                .collect(),
             slots: Arc::new(Semaphore::new(self.queue.saturating_add(self.threads))),
             capacity: self.queue,
             retry_after: self.retry_after,
@@ -162,7 +198,7 @@ impl DispatcherBuilder {
                 let shared = shared.clone();
                 std::thread::Builder::new()
                     .name(format!("{}-{idx}", self.name))
-                    .spawn(move || shared.work())
+                    .spawn(move || shared.work(idx))
                     .expect("spawn a dispatcher thread")
             })
             .collect();
@@ -320,25 +356,27 @@ impl Drop for Owner {
 // ===== impl Shared =====
 
 impl Shared {
-    /// A worker thread: takes jobs until the queue is closed and empty.
-    fn work(&self) {
+    /// Worker thread `me`: runs the queued jobs, then waits idle for one to
+    /// be handed to it, until the pool is closed and the queue empty.
+    fn work(&self, me: usize) {
+        let worker = &self.workers[me];
         loop {
             let job = {
-                let mut queue = lock(&self.queue);
-                loop {
-                    if let Some(job) = queue.jobs.pop_front() {
-                        break job;
+                let mut state = lock(&self.state);
+                if let Some(job) = state.jobs.pop_front() {
+                    self.queued.fetch_sub(1, Ordering::Relaxed);
+                    job
+                } else if state.closed {
+                    return;
+                } else {
+                    state.idle.push(me);
+                    drop(state);
+                    match worker.wait() {
+                        Some(job) => job,
+                        None => return,
                     }
-                    if queue.closed {
-                        return;
-                    }
-                    queue = self
-                        .ready
-                        .wait(queue)
-                        .unwrap_or_else(PoisonError::into_inner);
                 }
             };
-            self.queued.fetch_sub(1, Ordering::Relaxed);
             let Job { run, slot } = job;
             run(self);
             drop(slot);
@@ -370,15 +408,20 @@ impl Shared {
         let _ = reply.send(value);
     }
 
+    /// Hands `job` to the idle worker idle last, or queues it when every
+    /// worker is busy.
     fn push(&self, job: Job) -> Result<(), DispatchError> {
-        let mut queue = lock(&self.queue);
-        if queue.closed {
+        let mut state = lock(&self.state);
+        if state.closed {
             return Err(DispatchError::new_stopped());
         }
-        queue.jobs.push_back(job);
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        drop(queue);
-        self.ready.notify_one();
+        if let Some(idle) = state.idle.pop() {
+            drop(state);
+            self.workers[idle].give(Some(job));
+        } else {
+            state.jobs.push_back(job);
+            self.queued.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -387,10 +430,53 @@ impl Shared {
         DispatchError::new_overloaded(self.retry_after)
     }
 
+    /// Refuses new jobs and stops the idle workers; the busy ones stop
+    /// when they find the queue empty.
     fn close(&self) {
-        lock(&self.queue).closed = true;
+        let idle = {
+            let mut state = lock(&self.state);
+            state.closed = true;
+            std::mem::take(&mut state.idle)
+        };
         self.slots.close();
-        self.ready.notify_all();
+        for idle in idle {
+            self.workers[idle].give(None);
+        }
+    }
+}
+
+// ===== impl Worker =====
+
+impl Worker {
+    /// Waits for what is handed: the job, or `None` for the stop.
+    fn wait(&self) -> Option<Job> {
+        let mut hand = lock(&self.hand);
+        loop {
+            if let Some(job) = hand.job.take() {
+                return Some(job);
+            }
+            if hand.stop {
+                return None;
+            }
+            hand.asleep = true;
+            hand = self.wake.wait(hand).unwrap_or_else(PoisonError::into_inner);
+            hand.asleep = false;
+        }
+    }
+
+    /// Hands a job (`None`: the stop) to this worker, taken off the idle
+    /// list by the caller; wakes it only when it sleeps.
+    fn give(&self, job: Option<Job>) {
+        let mut hand = lock(&self.hand);
+        match job {
+            Some(job) => hand.job = Some(job),
+            None => hand.stop = true,
+        }
+        let asleep = hand.asleep;
+        drop(hand);
+        if asleep {
+            self.wake.notify_one();
+        }
     }
 }
 

@@ -164,10 +164,139 @@ fn shutdown_runs_the_queued_jobs_then_refuses() {
     });
 }
 
+#[test]
+fn a_job_goes_to_an_idle_worker_while_another_is_busy() {
+    block_on(async {
+        let pool = Dispatcher::builder().threads(2).queue(4).build();
+        let (release, wait) = mpsc::channel::<()>();
+        let busy = tokio::spawn({
+            let pool = pool.clone();
+            async move {
+                pool.dispatch(move || {
+                    let _ = wait.recv_timeout(DEADLINE);
+                    std::thread::current().name().map(str::to_owned)
+                })
+                .await
+                .unwrap()
+            }
+        });
+        wait_until(|| pool.stats().running == 1).await;
+        // The held worker cannot take it: only the idle one can.
+        let other = pool
+            .dispatch(|| std::thread::current().name().map(str::to_owned))
+            .await
+            .unwrap();
+        assert_eq!(pool.stats().running, 1);
+        assert_eq!(pool.stats().queued, 0);
+        release.send(()).unwrap();
+        let held = busy.await.unwrap();
+        assert_ne!(held, other);
+        assert!(other.unwrap().starts_with("celer-dispatch-"));
+        assert_eq!(pool.stats().completed, 2);
+        pool.shutdown();
+    });
+}
+
+#[test]
+fn a_sleeping_worker_is_woken_for_a_job() {
+    block_on(async {
+        let pool = Dispatcher::builder().threads(3).build();
+        assert_eq!(pool.dispatch(|| 1).await.unwrap(), 1);
+        // Every worker sleeps once idle.
+        wait_until(|| pool.asleep() == 3).await;
+        assert_eq!(pool.dispatch(|| 2).await.unwrap(), 2);
+        wait_until(|| pool.asleep() == 3).await;
+        let jobs: Vec<_> = (0..3).map(|n| pool.dispatch(move || n * 10)).collect();
+        let mut values = Vec::new();
+        for job in jobs {
+            values.push(job.await.unwrap());
+        }
+        assert_eq!(values, [0, 10, 20]);
+        assert_eq!(pool.stats().completed, 5);
+        pool.shutdown();
+    });
+}
+
+#[test]
+fn shutdown_stops_sleeping_workers() {
+    block_on(async {
+        let pool = Dispatcher::builder().threads(4).build();
+        assert_eq!(pool.dispatch(|| "ran").await.unwrap(), "ran");
+        wait_until(|| pool.asleep() == 4).await;
+        // Returns once all four threads have ended (it joins them).
+        pool.shutdown();
+        assert_eq!(pool.asleep(), 0);
+        assert!(pool.dispatch(|| ()).await.unwrap_err().is_stopped());
+    });
+}
+
+#[test]
+fn shutdown_right_after_a_job_stops_idle_workers() {
+    block_on(async {
+        // The workers are between their last job and their sleep.
+        for _ in 0..20 {
+            let pool = Dispatcher::builder().threads(2).build();
+            pool.dispatch(|| ()).await.unwrap();
+            pool.shutdown();
+            assert!(pool.dispatch(|| ()).await.unwrap_err().is_stopped());
+        }
+    });
+}
+
+#[test]
+fn many_requesters_on_few_workers_get_every_value() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let pool = Dispatcher::builder().threads(3).queue(8).build();
+        let mut requesters = Vec::new();
+        for r in 0..32u64 {
+            let pool = pool.clone();
+            requesters.push(tokio::spawn(async move {
+                let mut sum = 0;
+                for j in 0..50u64 {
+                    // Waits for a slot when the queue is full; some jobs
+                    // go to idle workers, some through the queue.
+                    sum += pool
+                        .dispatch_wait(DEADLINE, move || r * 1000 + j)
+                        .await
+                        .unwrap();
+                }
+                sum
+            }));
+        }
+        let mut total = 0;
+        for requester in requesters {
+            total += requester.await.unwrap();
+        }
+        let expected: u64 = (0..32u64)
+            .map(|r| (0..50u64).map(|j| r * 1000 + j).sum::<u64>())
+            .sum();
+        assert_eq!(total, expected);
+        let stats = pool.stats();
+        assert_eq!((stats.completed, stats.queued, stats.running), (1600, 0, 0));
+        assert_eq!((stats.rejected, stats.abandoned, stats.panicked), (0, 0, 0));
+        pool.shutdown();
+    });
+}
+
 impl Dispatcher {
     /// Whether the queue is closed (for tests).
     fn dispatch_now_refused(&self) -> bool {
-        super::lock(&self.owner.shared.queue).closed
+        super::lock(&self.owner.shared.state).closed
+    }
+
+    /// Worker threads asleep on their hand-off place now (for tests).
+    fn asleep(&self) -> usize {
+        let shared = &self.owner.shared;
+        shared
+            .workers
+            .iter()
+            .filter(|worker| super::lock(&worker.hand).asleep)
+            .count()
     }
 }
 
