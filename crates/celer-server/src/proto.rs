@@ -81,7 +81,13 @@ pub(crate) async fn tls<I, F, S>(
         // configuration offered it, whatever `Builder::http2` says of
         // cleartext.
         Some(ALPN_H2) => {
-            Box::pin(http2::serve_connection(stream, service, config, shutdown.watch())).await;
+            Box::pin(http2::serve_connection(
+                stream,
+                service,
+                config,
+                shutdown.watch(),
+            ))
+            .await;
         }
         None | Some(ALPN_HTTP1) => {
             http1::serve_switching(stream, service, config, &shutdown, Http1Only).await;

@@ -164,7 +164,11 @@ async fn read_until_end(client: &mut tokio::net::TcpStream, buf: &mut Vec<u8>, e
     while !buf.ends_with(end) {
         let mut chunk = [0; 1024];
         let n = client.read(&mut chunk).await.unwrap();
-        assert!(n > 0, "the connection ended: {}", String::from_utf8_lossy(buf));
+        assert!(
+            n > 0,
+            "the connection ended: {}",
+            String::from_utf8_lossy(buf)
+        );
         buf.extend_from_slice(&chunk[..n]);
     }
 }
