@@ -67,7 +67,10 @@ pub(crate) async fn tls<I, F, S>(
     S: HttpService,
 {
     let timeout = config.limits.tls_handshake_timeout;
-    let Some(stream) = tls::accept(io, tls, slot, timeout, &shutdown).await else {
+    // The handshake and HTTP/2 are boxed: the connection's task lives as
+    // long as the connection, and an HTTP/1.1 one (a stream of server-sent
+    // events waiting for minutes) would otherwise carry their states.
+    let Some(stream) = Box::pin(tls::accept(io, tls, slot, timeout, &shutdown)).await else {
         return;
     };
     info.tls = Some(stream.info().clone());
@@ -78,7 +81,13 @@ pub(crate) async fn tls<I, F, S>(
         // configuration offered it, whatever `Builder::http2` says of
         // cleartext.
         Some(ALPN_H2) => {
-            http2::serve_connection(stream, service, config, shutdown.watch()).await;
+            Box::pin(http2::serve_connection(
+                stream,
+                service,
+                config,
+                shutdown.watch(),
+            ))
+            .await;
         }
         None | Some(ALPN_HTTP1) => {
             http1::serve_switching(stream, service, config, &shutdown, Http1Only).await;

@@ -16,6 +16,7 @@ mod inherited;
 mod openapi;
 mod serve_static;
 mod shutdown;
+mod sse_memory;
 mod support;
 mod tasks;
 mod tasks_keys;

@@ -346,10 +346,12 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
     }
 
     /// Streams a response body out; false when its framing broke and the
-    /// connection must close.
+    /// connection must close. The body is pinned by the caller: taken by
+    /// value, it would sit in this future twice (as the argument and as
+    /// the pinned local) for as long as it streams.
     pub(super) async fn write_body<B>(
         &mut self,
-        body: B,
+        mut body: Pin<&mut B>,
         mut encoder: Encoder,
         feed: &mut Option<Feed>,
     ) -> Result<bool, Fail>
@@ -357,7 +359,6 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
     {
-        let mut body = std::pin::pin!(body);
         let mut trailers: Option<HeaderMap> = None;
         let mut intact = true;
         loop {
@@ -369,8 +370,13 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
                     if let Poll::Ready(frame) = body.as_mut().poll_frame(cx) {
                         return Poll::Ready(Ok(frame));
                     }
-                    if let Poll::Ready(Err(err)) = self.poll_flush(cx) {
-                        return Poll::Ready(Err(Fail::Io(err)));
+                    match self.poll_flush(cx) {
+                        Poll::Ready(Err(err)) => return Poll::Ready(Err(Fail::Io(err))),
+                        // Everything is out and the body waits: a stream
+                        // (server-sent events, a long poll) may wait for
+                        // minutes, so its buffers go back to the pool.
+                        Poll::Ready(Ok(())) => self.release_streaming(feed),
+                        Poll::Pending => {}
                     }
                     match self.poll_feed(feed, cx) {
                         Poll::Ready(Ok(Fed::Progress)) => continue,
@@ -420,6 +426,20 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
             return Ok(false);
         }
         Ok(intact && encoder != Encoder::Close)
+    }
+
+    /// While a response body waits for its next frame with all output
+    /// written: gives the write buffer back to the pool, and the read
+    /// buffer too when it holds nothing and no request body is being read
+    /// into it, so a stream that waits between events holds no buffer (as
+    /// an idle keep-alive connection does not). The next frame or read
+    /// takes one from the pool again.
+    fn release_streaming(&mut self, feed: &Option<Feed>) {
+        self.wbuf.release();
+        let reading = feed.as_ref().is_some_and(|f| !f.stopped);
+        if !reading && self.rbuf.is_empty() && self.rbuf.capacity() != 0 {
+            bufio::give_buf(std::mem::take(&mut self.rbuf));
+        }
     }
 
     /// After the response: lets the body reader finish, or drains what it

@@ -263,10 +263,15 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
                 pending
             });
 
-            let fut = std::pin::pin!(service.call(request));
-            let response = match self.drive(fut, &mut feed).await? {
-                Ok(response) => response,
-                Err(err) => return Err(service_failed(err)),
+            // In a block of its own: the service's future is dropped once it
+            // answered, so its state and the body's (below) share their
+            // place in this future instead of adding up while a body streams.
+            let response = {
+                let fut = std::pin::pin!(service.call(request));
+                match self.drive(fut, &mut feed).await? {
+                    Ok(response) => response,
+                    Err(err) => return Err(service_failed(err)),
+                }
             };
             // A client still waiting for `100 Continue` may or may not send its
             // body, so the connection cannot be reused safely.
@@ -306,8 +311,12 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
                 if !self.send_file(&region).await? {
                     framed.keep_alive = false;
                 }
-            } else if !self.write_body(body, framed.encoder, &mut feed).await? {
-                framed.keep_alive = false;
+            } else {
+                // Pinned in a block: its place is free again once it ended.
+                let body = std::pin::pin!(body);
+                if !self.write_body(body, framed.encoder, &mut feed).await? {
+                    framed.keep_alive = false;
+                }
             }
             if let Some(feed) = feed.as_mut() {
                 // Boxed: rare, and it would otherwise enlarge every request's state.
@@ -375,97 +384,4 @@ fn service_failed<E: Into<BoxError>>(err: E) -> Fail {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::task::Poll;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    /// Every idle connection holds its whole task state; keep it small so
-    /// 10,000 idle connections cost little (buffers are pooled, not held).
-    #[tokio::test]
-    async fn connection_state_stays_small() {
-        let (io, _peer) = tokio::io::duplex(64);
-        let service = tower_service_fn();
-        let fut = serve_connection(
-            io,
-            service,
-            Arc::new(ConnConfig::default()),
-            &Shutdown::new(),
-        );
-        let size = std::mem::size_of_val(&fut);
-        // With a TCP stream (32 bytes more than this duplex stream) and the
-        // connection-limit permit beside it, the spawned future must stay
-        // under ~408 bytes for tokio's task cell to fit the 512-byte size
-        // class (docs/decisions/004): at most 376 here.
-        assert!(size <= 376, "connection future is {size} bytes");
-    }
-
-    #[derive(Clone)]
-    struct Hello;
-
-    impl Service<Request<Incoming>> for Hello {
-        type Response = Response<http_body_util::Full<Bytes>>;
-        type Error = std::convert::Infallible;
-        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: Request<Incoming>) -> Self::Future {
-            std::future::ready(Ok(Response::new(http_body_util::Full::new(
-                Bytes::from_static(b"hi"),
-            ))))
-        }
-    }
-
-    fn tower_service_fn() -> Hello {
-        Hello
-    }
-
-    /// A transport that keeps the trait's default readiness (answered at
-    /// once) must not make an idle keep-alive connection spin: found by the
-    /// `connection` fuzz target, where the spinning task starved the client
-    /// on the same thread. Client and server share one current-thread
-    /// runtime here, so a spin hangs the runtime and the watchdog reports it.
-    #[test]
-    fn an_idle_connection_on_an_always_ready_transport_waits() {
-        let (done, finished) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            let answers = runtime.block_on(async {
-                let (mut client, server) = tokio::io::duplex(1024);
-                let shutdown = Shutdown::new();
-                let config = Arc::new(ConnConfig::default());
-                tokio::spawn(serve_connection(server, Hello, config, &shutdown));
-                let mut answers = Vec::new();
-                for _ in 0..3 {
-                    client
-                        .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-                        .await
-                        .unwrap();
-                    let mut buf = vec![0; 1024];
-                    let n = client.read(&mut buf).await.unwrap();
-                    answers.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-                    // The server is idle now; let it run before the next request.
-                    for _ in 0..10 {
-                        tokio::task::yield_now().await;
-                    }
-                }
-                answers
-            });
-            let _ = done.send(answers);
-        });
-        let answers = finished
-            .recv_timeout(std::time::Duration::from_secs(120))
-            .expect("the connection spun instead of waiting for the client");
-        assert_eq!(answers.len(), 3);
-        for answer in answers {
-            assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
-            assert!(answer.ends_with("\r\n\r\nhi"), "{answer}");
-        }
-    }
-}
+mod tests;

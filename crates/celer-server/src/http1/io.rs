@@ -142,3 +142,9 @@ pub(crate) fn give_buf(mut buf: BytesMut) {
         }
     });
 }
+
+/// How many buffers this thread's pool holds.
+#[cfg(test)]
+pub(crate) fn pooled() -> usize {
+    POOL.with(|p| p.borrow().len())
+}
