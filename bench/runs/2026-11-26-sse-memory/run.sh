@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(git rev-parse --show-toplevel)"
 BEFORE=${1:?before binary}
 AFTER=${2:?after binary}
-OUT=bench/runs/2026-11-27-sse-memory
+OUT=bench/runs/2026-11-26-sse-memory
 ulimit -n "$(ulimit -Hn)"
 /work/fuzzrun/pause
 trap '/work/fuzzrun/resume' EXIT
