@@ -222,6 +222,16 @@ fn status_line(run: &RunReport) -> String {
     }
 }
 
+/// Counts by kind, `"refused 2, reset 1"`, or `"none"`.
+fn by_kind(map: &std::collections::BTreeMap<&'static str, u64>) -> String {
+    let parts: Vec<String> = map.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// The terminal rendering.
 pub(crate) fn terminal(output: &Output) -> String {
     let mut out = String::new();
@@ -290,14 +300,6 @@ fn round_rows(rounds: &[RoundReport]) -> Vec<[String; 7]> {
 
 fn sse_lines(sse: &SseReport) -> Vec<(&'static str, String)> {
     let cell = |us: Option<f64>| us.map_or_else(|| "n/a".to_string(), duration_us);
-    let kinds = |map: &std::collections::BTreeMap<&'static str, u64>| {
-        let parts: Vec<String> = map.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
-        if parts.is_empty() {
-            "none".to_string()
-        } else {
-            parts.join(", ")
-        }
-    };
     let mut lines = vec![
         (
             "subscribers ready",
@@ -308,8 +310,8 @@ fn sse_lines(sse: &SseReport) -> Vec<(&'static str, String)> {
                 sse.subscribe_s
             ),
         ),
-        ("subscribe failures", kinds(&sse.errors)),
-        ("streams lost", kinds(&sse.lost)),
+        ("subscribe failures", by_kind(&sse.errors)),
+        ("streams lost", by_kind(&sse.lost)),
         (
             "updates complete",
             format!("{} of {}", sse.complete_updates, sse.updates.len()),
@@ -358,14 +360,6 @@ fn sse_lines(sse: &SseReport) -> Vec<(&'static str, String)> {
 
 fn fanout_lines(fanout: &FanoutReport) -> Vec<(&'static str, String)> {
     let cell = |us: Option<f64>| us.map_or_else(|| "n/a".to_string(), duration_us);
-    let errors = |map: &std::collections::BTreeMap<&'static str, u64>| {
-        let parts: Vec<String> = map.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
-        if parts.is_empty() {
-            "none".to_string()
-        } else {
-            parts.join(", ")
-        }
-    };
     let mut lines = vec![
         (
             "receivers connected",
@@ -383,8 +377,8 @@ fn fanout_lines(fanout: &FanoutReport) -> Vec<(&'static str, String)> {
         ("median time to last", cell(fanout.median_last_us)),
         ("median time to p50", cell(fanout.median_p50_us)),
         ("median time to p99", cell(fanout.median_p99_us)),
-        ("receiver errors", errors(&fanout.errors)),
-        ("trigger errors", errors(&fanout.trigger_errors)),
+        ("receiver errors", by_kind(&fanout.errors)),
+        ("trigger errors", by_kind(&fanout.trigger_errors)),
     ];
     if let Some(server) = &fanout.server {
         lines.push((
