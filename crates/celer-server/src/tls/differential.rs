@@ -29,6 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 use crate::tls::TlsConfig;
 use crate::tls::handshake::handshake;
+use crate::tls::record::KEY_UPDATES_MAX;
 use crate::tls::stream::TlsStream;
 
 /// The suites an input picks from, by its first byte.
@@ -69,11 +70,18 @@ async fn session(suite: CipherSuite, ops: &[u8]) {
     };
     let mut client = Client::new(suite, client_io);
     let (mut stream, ()) = tokio::join!(server, client.handshake());
+    // The client's key updates since its last application data: past
+    // KEY_UPDATES_MAX in a row Celer refuses the next one, as rustls and
+    // BoringSSL do (RFC 8446 §4.6.3 sets no limit; each costs a derivation).
+    let mut key_updates_in_a_row = 0u8;
     for op in ops.chunks_exact(3).take(OPS_MAX) {
         let len = usize::from(u16::from_be_bytes([op[1], op[2]]));
         let payload: Vec<u8> = (0..len).map(|i| (i as u8) ^ op[1] ^ op[0]).collect();
         match op[0] % 4 {
             0 => {
+                if len > 0 {
+                    key_updates_in_a_row = 0;
+                }
                 client.send(&payload).await;
                 let mut got = vec![0; len];
                 stream
@@ -94,6 +102,18 @@ async fn session(suite: CipherSuite, ops: &[u8]) {
             2 if tls13 => {
                 client.conn.refresh_traffic_keys().expect("a key update");
                 client.flush().await;
+                if key_updates_in_a_row == KEY_UPDATES_MAX {
+                    let err = stream
+                        .read(&mut [0; 1])
+                        .await
+                        .expect_err("Celer refuses a key update past its limit");
+                    assert!(
+                        err.to_string().contains("too many key updates"),
+                        "{err}, {suite:?}"
+                    );
+                    return;
+                }
+                key_updates_in_a_row += 1;
             }
             3 if tls13 => stream.set_write_limit(1 + u64::from(op[2] % 4)),
             _ => {}
