@@ -222,6 +222,20 @@ fn status_line(run: &RunReport) -> String {
     }
 }
 
+/// The server's CPU over a push run, and per delivery when known.
+fn server_delivery_lines(lines: &mut Vec<(&'static str, String)>, server: &super::ServerCpu) {
+    lines.push((
+        "server CPU",
+        format!(
+            "{:.2}s over {:.2}s ({:.2} cores)",
+            server.cpu_seconds, server.wall_seconds, server.cores
+        ),
+    ));
+    if let Some(us) = server.cpu_us_per_request {
+        lines.push(("server CPU per delivery", format!("{us:.2} µs")));
+    }
+}
+
 /// Counts by kind, `"refused 2, reset 1"`, or `"none"`.
 fn by_kind(map: &std::collections::BTreeMap<&'static str, u64>) -> String {
     let parts: Vec<String> = map.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
@@ -344,16 +358,7 @@ fn sse_lines(sse: &SseReport) -> Vec<(&'static str, String)> {
         ));
     }
     if let Some(server) = &sse.server {
-        lines.push((
-            "server CPU",
-            format!(
-                "{:.2}s over {:.2}s ({:.2} cores)",
-                server.cpu_seconds, server.wall_seconds, server.cores
-            ),
-        ));
-        if let Some(us) = server.cpu_us_per_request {
-            lines.push(("server CPU per delivery", format!("{us:.2} µs")));
-        }
+        server_delivery_lines(&mut lines, server);
     }
     lines
 }
@@ -381,16 +386,7 @@ fn fanout_lines(fanout: &FanoutReport) -> Vec<(&'static str, String)> {
         ("trigger errors", by_kind(&fanout.trigger_errors)),
     ];
     if let Some(server) = &fanout.server {
-        lines.push((
-            "server CPU",
-            format!(
-                "{:.2}s over {:.2}s ({:.2} cores)",
-                server.cpu_seconds, server.wall_seconds, server.cores
-            ),
-        ));
-        if let Some(us) = server.cpu_us_per_request {
-            lines.push(("server CPU per delivery", format!("{us:.2} µs")));
-        }
+        server_delivery_lines(&mut lines, server);
     }
     lines
 }
