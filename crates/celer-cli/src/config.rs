@@ -401,6 +401,20 @@ impl Loaded {
         }
     }
 
+    /// The listener specs of `section.key`, each resolved.
+    fn resolve_listens(
+        &self,
+        specs: &[String],
+        section: &str,
+        key: &str,
+    ) -> Result<Vec<celer_server::Listen>, Usage> {
+        specs
+            .iter()
+            .map(|spec| self.resolve_listen(spec))
+            .collect::<Result<_, _>>()
+            .map_err(|err| self.error(section, key, err))
+    }
+
     /// A listener spec with a relative `unix:` path resolved.
     fn resolve_listen(&self, spec: &str) -> Result<celer_server::Listen, String> {
         let (gateway, rest) = match spec.split_once('+') {
@@ -444,11 +458,7 @@ impl Loaded {
         // Top level.
         if let Some(specs) = &c.listen {
             if !cli("listen") {
-                args.listen = specs
-                    .iter()
-                    .map(|spec| self.resolve_listen(spec))
-                    .collect::<Result<_, _>>()
-                    .map_err(|err| self.error("", "listen", err))?;
+                args.listen = self.resolve_listens(specs, "", "listen")?;
             }
         }
         set!("workers", args.workers, c.workers.map(Some));
@@ -558,11 +568,7 @@ impl Loaded {
         }
         if let Some(specs) = &t.redirect_http {
             if !cli("redirect_http") {
-                tls.redirect_http = specs
-                    .iter()
-                    .map(|spec| self.resolve_listen(spec))
-                    .collect::<Result<_, _>>()
-                    .map_err(|err| self.error("tls", "redirect_http", err))?;
+                tls.redirect_http = self.resolve_listens(specs, "tls", "redirect_http")?;
             }
         }
         set!("hsts", tls.hsts, t.hsts.map(Some));
