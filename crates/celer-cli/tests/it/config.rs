@@ -266,6 +266,9 @@ schema = "scores.schema.json"
     write(dir.path(), "scores.json", r#"{"home": "three", "away": 0}"#);
     let status = wait_status(&url, "scores", |s| s["rejected_validator"] == 1);
     assert_eq!(status["version"], 2);
+    // The status says why, as the log does.
+    let reason = status["last_refusal"].as_str().unwrap();
+    assert!(reason.contains("at /home"), "{reason}");
     let line = stderr_line(&celer, "update refused");
     assert!(line.contains("at /home"), "{line}");
     assert!(line.contains("scores.schema.json"), "{line}");
@@ -277,6 +280,7 @@ schema = "scores.schema.json"
     write(dir.path(), "scores.json", r#"{"home": "#);
     let status = wait_status(&url, "scores", |s| s["rejected_invalid"] == 1);
     assert_eq!(status["version"], 2);
+    assert_ne!(status["last_refusal"].as_str().unwrap(), reason);
     // A valid one again.
     write(dir.path(), "scores.json", r#"{"home": 3, "away": 1}"#);
     let status = wait_status(&url, "scores", |s| s["version"] == 3);

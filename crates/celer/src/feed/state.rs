@@ -117,6 +117,8 @@ struct Health {
     last_error_at: Option<SystemTime>,
     last_success_at: Option<SystemTime>,
     failures: u64,
+    last_refusal: Option<String>,
+    last_refusal_at: Option<SystemTime>,
 }
 
 /// Why [`Feed::update`] refused a document; the last good version stays.
@@ -192,6 +194,12 @@ pub struct FeedStatus {
     pub rejected_too_large: u64,
     /// Updates refused by the validator (the JSON Schema).
     pub rejected_validator: u64,
+    /// Why the last refused update was refused (too large, not JSON, or
+    /// the validator's reason), if any was: the counters say how often,
+    /// this says what to fix.
+    pub last_refusal: Option<String>,
+    /// When that was, in milliseconds since the UNIX epoch.
+    pub last_refusal_at_ms: Option<u64>,
     /// Accepted updates that had the current bytes.
     pub unchanged: u64,
     /// SSE streams open now.
@@ -285,6 +293,11 @@ impl Feed {
                     UpdateErrorKind::Rejected(_) => &inner.rejected_validator,
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
+                {
+                    let mut health = self.health();
+                    health.last_refusal = Some(err.to_string());
+                    health.last_refusal_at = Some(SystemTime::now());
+                }
                 tracing::warn!(target: "celer::feed", feed = %inner.name, error = %err,
                     "update refused; the last good version stays");
                 return Err(err);
@@ -416,6 +429,8 @@ impl Feed {
             rejected_invalid: inner.rejected_invalid.load(Ordering::Relaxed),
             rejected_too_large: inner.rejected_too_large.load(Ordering::Relaxed),
             rejected_validator: inner.rejected_validator.load(Ordering::Relaxed),
+            last_refusal: health.last_refusal,
+            last_refusal_at_ms: health.last_refusal_at.map(ms),
             unchanged: inner.unchanged.load(Ordering::Relaxed),
             sse_subscribers: hub.subscribers,
             sse_dropped: hub.dropped,

@@ -290,6 +290,12 @@ async fn refused_updates_keep_the_last_good_version_and_show_in_the_status() {
     assert_eq!(status["rejected_invalid"], 2);
     assert_eq!(status["rejected_too_large"], 2);
     assert_eq!(status["rejected_validator"], 1);
+    // The last refusal says why, in the words of `UpdateError`.
+    assert_eq!(
+        status["last_refusal"],
+        "document of 4097 bytes is over the limit of 4096"
+    );
+    assert!(status["last_refusal_at_ms"].as_u64().unwrap() > 0);
     assert_eq!(status["unchanged"], 1);
     assert_eq!(status["health"], "ok");
     assert_eq!(status["bytes"], 4096);
