@@ -40,6 +40,11 @@ pub(crate) fn drain_into(src: &mut Bytes, buf: &mut ReadBuf<'_>) -> bool {
     let n = src.len().min(buf.remaining());
     buf.put_slice(&src[..n]);
     src.advance(n);
+    if src.is_empty() {
+        // An emptied `Bytes` still holds its allocation: a connection
+        // that lives for hours (an event stream) would keep it.
+        *src = Bytes::new();
+    }
     true
 }
 

@@ -22,6 +22,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use futures_util::future::Either;
+
 use crate::common::ConnConfig;
 use crate::gateway::{self, Gateway};
 use crate::http1::{self, Http1Only, Sniff, Sniffed, Switch};
@@ -69,35 +71,40 @@ pub(crate) async fn tls<I, F, S>(
     let timeout = config.limits.tls_handshake_timeout;
     // The handshake and HTTP/2 are boxed: the connection's task lives as
     // long as the connection, and an HTTP/1.1 one (a stream of server-sent
-    // events waiting for minutes) would otherwise carry their states.
-    let Some(stream) = Box::pin(tls::accept(io, tls, slot, timeout, &shutdown)).await else {
-        return;
-    };
-    info.tls = Some(stream.info().clone());
-    let service = make(&info);
-    drop(info);
-    match stream.alpn_protocol() {
-        // RFC 9113 §3.2: "h2" over TLS. Served whenever the TLS
-        // configuration offered it, whatever `Builder::http2` says of
-        // cleartext.
-        Some(ALPN_H2) => {
-            Box::pin(http2::serve_connection(
+    // events waiting for minutes) would otherwise carry their states. The
+    // protocol's future is made in a block of its own: `stream`, borrowed
+    // there and then moved into the future, dies with the block; awaited
+    // where it was made, its slot would stay in the task beside the
+    // future's copy (2,000 bytes per connection, decision 141).
+    let served = {
+        let Some(stream) = Box::pin(tls::accept(io, tls, slot, timeout, &shutdown)).await else {
+            return;
+        };
+        info.tls = Some(stream.info().clone());
+        let service = make(&info);
+        drop(info);
+        match stream.alpn_protocol() {
+            // RFC 9113 §3.2: "h2" over TLS. Served whenever the TLS
+            // configuration offered it, whatever `Builder::http2` says of
+            // cleartext.
+            Some(ALPN_H2) => Either::Left(Box::pin(http2::serve_connection(
                 stream,
                 service,
                 config,
                 shutdown.watch(),
-            ))
-            .await;
+            ))),
+            None | Some(ALPN_HTTP1) => Either::Right(http1::serve_switching(
+                stream, service, config, &shutdown, Http1Only,
+            )),
+            Some(other) => {
+                // `TlsBuilder::build` admits only served protocols, so rustls
+                // cannot agree on another; close rather than guess.
+                tracing::warn!(target: "celer::proto", protocol = ?String::from_utf8_lossy(other), "no engine for the negotiated protocol");
+                return;
+            }
         }
-        None | Some(ALPN_HTTP1) => {
-            http1::serve_switching(stream, service, config, &shutdown, Http1Only).await;
-        }
-        Some(other) => {
-            // `TlsBuilder::build` admits only served protocols, so rustls
-            // cannot agree on another; close rather than guess.
-            tracing::warn!(target: "celer::proto", protocol = ?String::from_utf8_lossy(other), "no engine for the negotiated protocol");
-        }
-    }
+    };
+    served.await;
 }
 
 /// Serves a connection of a gateway listener: FastCGI or SCGI from a
@@ -169,5 +176,48 @@ mod tests {
         assert_eq!(sniff(b"PRI * HTTP/1.1\r\n", &on), Sniffed::Http1);
         assert_eq!(sniff(b"GET / HTTP/1.1\r\n", &on), Sniffed::Http1);
         assert_eq!(sniff(PREFACE, &off), Sniffed::Http1);
+    }
+
+    /// A TLS connection's task holds its stream once: inside the protocol's
+    /// future, not also in a slot of its own (decision 141). Every open
+    /// connection, an event stream waiting for hours included, carries the
+    /// whole task.
+    #[test]
+    fn a_tls_connection_task_holds_its_stream_once() {
+        use crate::body::Incoming;
+        use http::{Request, Response};
+
+        let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let config = TlsConfig::builder()
+            .cert_pem("test", pair.cert.pem(), pair.signing_key.serialize_pem())
+            .build()
+            .unwrap();
+        let handshakes = Arc::new(tls::Handshakes::new(1));
+        let (io, _peer) = tokio::io::duplex(64);
+        let make = |_: &ConnInfo| {
+            tower::service_fn(|_: Request<Incoming>| async {
+                Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Empty::<
+                    bytes::Bytes,
+                >::new()))
+            })
+        };
+        let task = tls(
+            io,
+            &config,
+            handshakes.admit(),
+            ConnInfo::new(None, None),
+            &make,
+            Arc::new(ConnConfig::default()),
+            Shutdown::new(),
+        );
+        let task = std::mem::size_of_val(&task);
+        let stream = tls::stream_size::<tokio::io::DuplexStream>();
+        // The HTTP/1.1 engine's own state is about 400 bytes (see
+        // `connection_state_stays_small`); twice the stream would be 2,000
+        // bytes more.
+        assert!(
+            task < stream + 1024,
+            "the task is {task} bytes for a stream of {stream}"
+        );
     }
 }

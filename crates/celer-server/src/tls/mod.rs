@@ -47,3 +47,10 @@ pub(crate) use accept::accept;
 pub(crate) use admission::{Handshakes, Slot};
 pub use config::{ALPN_H2, ALPN_HTTP1, CertInfo, TlsBuilder, TlsConfig};
 pub use info::{TlsInfo, TlsVersion};
+
+/// Bytes of an established connection's stream over `I`, for the tests
+/// that bound what a connection's task holds.
+#[cfg(test)]
+pub(crate) const fn stream_size<I>() -> usize {
+    std::mem::size_of::<stream::TlsStream<I>>()
+}
