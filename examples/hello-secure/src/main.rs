@@ -3,6 +3,9 @@
 //! security stack a logged-in browser's request meets: the cookie jar
 //! extracted, the session (in memory) loaded and read, and the CSRF
 //! middleware (which lets a `GET` through after its method check).
+//! `/s/bare` is the plain handler behind the same stack: what the stack
+//! costs by itself, with no cookie, session or token read by the handler
+//! (the session is then never loaded).
 //!
 //! The benchmark client sends no cookies, so an app-level middleware adds
 //! the `Cookie` a browser would send (a live session id, two other
@@ -11,6 +14,7 @@
 //! ```text
 //! example-hello-secure [--listen SPEC]... [--workers N] (--help for all)
 //! bench/instructions --path /plaintext BIN; bench/instructions --path /s/plaintext BIN
+//! bench/instructions --path /s/bare BIN
 //! ```
 
 #[global_allocator]
@@ -77,6 +81,7 @@ fn app() -> App {
         s.middleware(sessions.layer());
         s.middleware(csrf.layer());
         s.get("/plaintext", secure);
+        s.get("/bare", plaintext);
     });
     app
 }

@@ -82,7 +82,7 @@ pub use self::store::{
     CookieStore, DEFAULT_MAX_SESSIONS, MemoryStore, SessionStore, StoreError, new_id,
 };
 
-use crate::cookie::{Cookie, CookieJar, SameSite};
+use crate::cookie::{Cookie, CookieJar, CookieText, SameSite};
 use crate::extract::FromRequest;
 use crate::handler::NextFuture;
 use crate::{Error, Handler, Next, Request, Response};
@@ -236,7 +236,7 @@ fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     use crate::IntoResponse as _;
     // The jar's limits (a `431` past them), without building a jar.
     let incoming = match crate::cookie::find(req.headers(), &config.cookie_name) {
-        Ok(value) => value.map(Box::from),
+        Ok(value) => value,
         Err(rejection) => {
             return SessionFuture {
                 session: None,
@@ -307,8 +307,9 @@ impl std::fmt::Debug for Session {
 
 struct Inner {
     config: Arc<Config>,
-    /// The handle the request's cookie carried.
-    incoming: Option<Box<str>>,
+    /// The handle the request's cookie carried (shared with the request's
+    /// field, not copied, when that is ASCII).
+    incoming: Option<CookieText>,
     state: Mutex<State>,
 }
 
@@ -332,48 +333,79 @@ impl Session {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn incoming(&self) -> Option<&str> {
+        self.inner.incoming.as_ref().map(CookieText::as_str)
+    }
+
     /// Loads the record on first use.
     async fn ensure(&self) -> Result<(), Error> {
-        if self.lock().record.is_some() {
+        if self.lock_loaded_now()?.is_some() {
             return Ok(());
         }
         let config = &self.inner.config;
-        let loaded = match self.inner.incoming.as_deref() {
-            Some(handle) => match config.store.load_now(handle) {
+        let loaded = match self.incoming() {
+            Some(handle) => config.store.load(handle).await?,
+            None => None,
+        };
+        let mut state = self.lock();
+        if state.record.is_none() {
+            self.install(&mut state, loaded);
+        }
+        Ok(())
+    }
+
+    /// The state locked once, with the record loaded when it already was
+    /// or the store answers without waiting (one in memory); `None` when
+    /// the store has to be waited for ([`ensure`](Self::ensure) does).
+    /// A read of a loaded session is one lock round trip.
+    fn lock_loaded_now(&self) -> Result<Option<std::sync::MutexGuard<'_, State>>, Error> {
+        let mut state = self.lock();
+        if state.record.is_some() {
+            return Ok(Some(state));
+        }
+        let loaded = match self.incoming() {
+            Some(handle) => match self.inner.config.store.load_now(handle) {
                 Some(answer) => answer?,
-                None => config.store.load(handle).await?,
+                None => return Ok(None),
             },
             None => None,
         };
+        self.install(&mut state, loaded);
+        Ok(Some(state))
+    }
+
+    /// Makes `loaded` the session's record when it is still within the
+    /// idle and absolute timeouts, else starts an empty one.
+    fn install(&self, state: &mut State, loaded: Option<Arc<Record>>) {
+        let config = &self.inner.config;
         let now = now_ms();
         let idle = config.idle.as_millis() as u64;
         let absolute = config.absolute.as_millis() as u64;
         let fresh = loaded.filter(|r| {
             now.saturating_sub(r.seen) <= idle && now.saturating_sub(r.created) <= absolute
         });
-        let mut state = self.lock();
-        if state.record.is_none() {
-            state.live = fresh.is_some();
-            let mut record = fresh.unwrap_or_default();
-            // Refresh the last use at most every quarter of the idle
-            // timeout: a save, not one per request.
-            if state.live && now.saturating_sub(record.seen) > idle / 4 {
-                Arc::make_mut(&mut record).seen = now;
-                state.changed = true;
-            }
-            state.record = Some(record);
+        state.live = fresh.is_some();
+        let mut record = fresh.unwrap_or_default();
+        // Refresh the last use at most every quarter of the idle
+        // timeout: a save, not one per request.
+        if state.live && now.saturating_sub(record.seen) > idle / 4 {
+            Arc::make_mut(&mut record).seen = now;
+            state.changed = true;
         }
-        Ok(())
+        state.record = Some(record);
     }
 
     /// The value under `key`, if any; a value of another shape is a `500`.
     pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
-        self.ensure().await?;
-        let state = self.lock();
-        match state.record.as_ref().and_then(|r| r.data.get(key)) {
+        let read = |state: &State| match state.record.as_ref().and_then(|r| r.data.get(key)) {
             Some(value) => Ok(Some(T::deserialize(value).map_err(Error::internal)?)),
             None => Ok(None),
+        };
+        if let Some(state) = self.lock_loaded_now()? {
+            return read(&state);
         }
+        self.ensure().await?;
+        read(&self.lock())
     }
 
     /// Sets `key` to `value`. Past the size limit the session is left as
@@ -456,7 +488,7 @@ impl Session {
             }
             (record.clone(), state.live, state.rotate, state.destroyed)
         };
-        let incoming = self.inner.incoming.as_deref();
+        let incoming = self.incoming();
         let mut jar = CookieJar::new();
         let cookie = |value: String| {
             Cookie::new(config.cookie_name.clone(), value)
