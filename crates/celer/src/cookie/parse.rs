@@ -126,8 +126,14 @@ pub(crate) fn find_pair(field: &[u8], name: &[u8]) -> Option<(usize, usize)> {
         while i < pair.len() && ows(pair[i]) {
             i += 1;
         }
-        if pair[i..].starts_with(name) {
-            let mut eq = i + name.len();
+        // A byte loop: names are a few bytes, and most pairs differ in
+        // the first one (a `memcmp` call costs more).
+        let mut k = 0;
+        while k < name.len() && i + k < pair.len() && pair[i + k] == name[k] {
+            k += 1;
+        }
+        if k == name.len() {
+            let mut eq = i + k;
             while eq < pair.len() && ows(pair[eq]) {
                 eq += 1;
             }
