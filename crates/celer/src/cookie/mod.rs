@@ -357,20 +357,61 @@ fn check_fields<'a, I: Iterator<Item = &'a http::HeaderValue>>(
 pub(crate) fn find(headers: &HeaderMap, name: &str) -> Result<Option<CookieText>, CookieRejection> {
     let all = headers.get_all(header::COOKIE);
     check_fields(|| all.iter())?;
-    for field in &all {
-        let bytes = field.as_bytes();
-        if bytes.is_ascii() {
-            if let Some((start, end)) = parse::find_pair(bytes, name.as_bytes()) {
-                let value = Shared::new(field).and_then(|shared| shared.slice(start, end));
-                return Ok(value.map(CookieText::Shared));
-            }
-        } else if let Ok(text) = std::str::from_utf8(bytes)
-            && let Some((start, end)) = parse::find_pair(bytes, name.as_bytes())
-        {
-            return Ok(Some(CookieText::Owned(text[start..end].into())));
+    Ok(all.iter().find_map(|field| find_in_field(field, name)))
+}
+
+/// The value of the first cookie `name` in one `Cookie` field; `None`
+/// also when the field is not UTF-8 (skipped, as by the jar).
+pub(crate) fn find_in_field(field: &http::HeaderValue, name: &str) -> Option<CookieText> {
+    let bytes = field.as_bytes();
+    if bytes.is_ascii() {
+        let (start, end) = parse::find_pair(bytes, name.as_bytes())?;
+        let value = Shared::new(field).and_then(|shared| shared.slice(start, end));
+        return value.map(CookieText::Shared);
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    let (start, end) = parse::find_pair(bytes, name.as_bytes())?;
+    Some(CookieText::Owned(text[start..end].into()))
+}
+
+/// A request's cookie, looked up where first needed: [`pending`] checks
+/// the jar's limits at once and keeps the field; the pair is found by
+/// [`Pending::resolve`], so a request that never needs it does not scan
+/// the field.
+#[derive(Clone)]
+pub(crate) enum Pending {
+    /// No `Cookie` field.
+    Absent,
+    /// The request's one `Cookie` field (a reference count, no copy).
+    Field(http::HeaderValue),
+    /// Several fields: looked up at once.
+    Found(Option<CookieText>),
+}
+
+/// The request's cookie `name`, under the jar's limits (a `431` past
+/// them), to be found by [`Pending::resolve`].
+pub(crate) fn pending(headers: &HeaderMap, name: &str) -> Result<Pending, CookieRejection> {
+    let all = headers.get_all(header::COOKIE);
+    let mut fields = all.iter();
+    match (fields.next(), fields.next()) {
+        (None, _) => Ok(Pending::Absent),
+        (Some(field), None) => {
+            check_fields(|| std::iter::once(field))?;
+            Ok(Pending::Field(field.clone()))
+        }
+        (Some(_), Some(_)) => find(headers, name).map(Pending::Found),
+    }
+}
+
+impl Pending {
+    /// The value of cookie `name` (the name [`pending`] was given).
+    pub(crate) fn resolve(&self, name: &str) -> Option<CookieText> {
+        match self {
+            Pending::Absent => None,
+            Pending::Field(field) => find_in_field(field, name),
+            Pending::Found(found) => found.clone(),
         }
     }
-    Ok(None)
 }
 
 /// `(jar, response)`: the response with the jar's `Set-Cookie` fields
@@ -473,6 +514,12 @@ mod tests {
                     jar.get(name),
                     "{fields:?} {name}"
                 );
+                let pending = pending(&headers, name).unwrap();
+                assert_eq!(
+                    pending.resolve(name).as_ref().map(CookieText::as_str),
+                    jar.get(name),
+                    "{fields:?} {name}"
+                );
             }
         }
         // A field that is not UTF-8 is skipped whole, by both.
@@ -493,6 +540,7 @@ mod tests {
             "a=1;".repeat(MAX_COOKIES + 1).parse().unwrap(),
         );
         assert!(matches!(find(&headers, "a"), Err(CookieRejection::TooMany)));
+        assert!(matches!(pending(&headers, "a"), Err(CookieRejection::TooMany)));
         // Many `;` but few pairs: within the limit.
         let mut headers = HeaderMap::new();
         headers.append(

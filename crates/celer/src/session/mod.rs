@@ -65,7 +65,7 @@ mod store;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
@@ -82,7 +82,7 @@ pub use self::store::{
     CookieStore, DEFAULT_MAX_SESSIONS, MemoryStore, SessionStore, StoreError, new_id,
 };
 
-use crate::cookie::{Cookie, CookieJar, CookieText, SameSite};
+use crate::cookie::{Cookie, CookieJar, CookieText, Pending, SameSite};
 use crate::extract::FromRequest;
 use crate::handler::NextFuture;
 use crate::{Error, Handler, Next, Request, Response};
@@ -253,9 +253,10 @@ impl Sessions {
 /// Attaches the session to the request and runs the rest of the chain.
 fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     use crate::IntoResponse as _;
-    // The jar's limits (a `431` past them), without building a jar.
-    let incoming = match crate::cookie::find(req.headers(), &config.cookie_name) {
-        Ok(value) => value,
+    // The jar's limits (a `431` past them), without building a jar; the
+    // session's pair is looked up when the session is first used.
+    let cookie = match crate::cookie::pending(req.headers(), &config.cookie_name) {
+        Ok(cookie) => cookie,
         Err(rejection) => {
             return SessionFuture {
                 session: None,
@@ -266,7 +267,8 @@ fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     let session = Session {
         inner: Arc::new(Inner {
             config: config.clone(),
-            incoming,
+            cookie,
+            incoming: OnceLock::new(),
             state: Mutex::new(State::default()),
         }),
     };
@@ -330,9 +332,11 @@ impl std::fmt::Debug for Session {
 
 struct Inner {
     config: Arc<Config>,
+    /// The request's `Cookie` field, within the jar's limits.
+    cookie: Pending,
     /// The handle the request's cookie carried (shared with the request's
-    /// field, not copied, when that is ASCII).
-    incoming: Option<CookieText>,
+    /// field, not copied, when that is ASCII), found on first use.
+    incoming: OnceLock<Option<CookieText>>,
     state: Mutex<State>,
 }
 
@@ -356,8 +360,14 @@ impl Session {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The handle the request's cookie carried.
     fn incoming(&self) -> Option<&str> {
-        self.inner.incoming.as_ref().map(CookieText::as_str)
+        let inner = &*self.inner;
+        inner
+            .incoming
+            .get_or_init(|| inner.cookie.resolve(&inner.config.cookie_name))
+            .as_ref()
+            .map(CookieText::as_str)
     }
 
     /// Loads the record on first use.
@@ -591,7 +601,8 @@ mod tests {
         let session = Session {
             inner: Arc::new(Inner {
                 config: sessions.config.clone(),
-                incoming: None,
+                cookie: Pending::Absent,
+                incoming: OnceLock::new(),
                 state: Mutex::new(State::default()),
             }),
         };
