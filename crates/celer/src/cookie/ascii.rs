@@ -36,12 +36,31 @@ impl Shared {
     /// The whole of `field`, when it is all ASCII.
     #[inline]
     pub(crate) fn new(field: &HeaderValue) -> Option<Shared> {
-        let bytes = field.as_bytes();
-        bytes.is_ascii().then(|| Shared {
-            field: field.clone(),
+        field
+            .as_bytes()
+            .is_ascii()
+            .then(|| Shared::checked(field.clone()))
+    }
+
+    /// The whole of `field`, when it is all ASCII; else `field` back.
+    #[inline]
+    pub(crate) fn from_value(field: HeaderValue) -> Result<Shared, HeaderValue> {
+        if field.as_bytes().is_ascii() {
+            Ok(Shared::checked(field))
+        } else {
+            Err(field)
+        }
+    }
+
+    /// `field`, which the caller checked to be ASCII.
+    #[inline]
+    fn checked(field: HeaderValue) -> Shared {
+        let end = field.len();
+        Shared {
+            field,
             start: 0,
-            end: bytes.len(),
-        })
+            end,
+        }
     }
 
     /// `start..end` of this text (relative to it); `None` out of bounds.
@@ -58,8 +77,9 @@ impl Shared {
     #[inline]
     pub(crate) fn as_str(&self) -> &str {
         let bytes = &self.field.as_bytes()[self.start..self.end];
-        // SAFETY: `new`, the only constructor, checked that every byte of
-        // the field is ASCII, and `slice` only narrows the range; a
+        // SAFETY: `checked`, the only constructor, is called by `new` and
+        // `from_value` on fields they checked to be all ASCII, and `slice`
+        // only narrows the range; a
         // `HeaderValue`'s bytes never change. Any range of ASCII bytes is
         // valid UTF-8.
         unsafe { std::str::from_utf8_unchecked(bytes) }
@@ -109,5 +129,7 @@ mod tests {
         assert!(Shared::new(&utf8).is_none());
         let latin1 = HeaderValue::from_bytes(b"a=\xe9").unwrap();
         assert!(Shared::new(&latin1).is_none());
+        assert!(Shared::from_value(latin1).is_err());
+        assert_eq!(Shared::from_value(ascii).unwrap().as_str(), "a=1; b=2");
     }
 }

@@ -365,22 +365,35 @@ pub(crate) fn find(headers: &HeaderMap, name: &str) -> Result<Option<CookieText>
 pub(crate) fn find_in_field(field: &http::HeaderValue, name: &str) -> Option<CookieText> {
     let bytes = field.as_bytes();
     if bytes.is_ascii() {
-        let (start, end) = parse::find_pair(bytes, name.as_bytes())?;
-        let value = Shared::new(field).and_then(|shared| shared.slice(start, end));
-        return value.map(CookieText::Shared);
+        // Checked before the clone: most fields do not hold the name.
+        parse::find_pair(bytes, name.as_bytes())?;
     }
-    let text = std::str::from_utf8(bytes).ok()?;
-    let (start, end) = parse::find_pair(bytes, name.as_bytes())?;
-    Some(CookieText::Owned(text[start..end].into()))
+    find_in_owned(field.clone(), name)
+}
+
+/// [`find_in_field`] keeping `field` itself when the value is shared.
+fn find_in_owned(field: http::HeaderValue, name: &str) -> Option<CookieText> {
+    match Shared::from_value(field) {
+        Ok(shared) => {
+            let (start, end) = parse::find_pair(shared.as_str().as_bytes(), name.as_bytes())?;
+            shared.slice(start, end).map(CookieText::Shared)
+        }
+        Err(field) => {
+            let text = std::str::from_utf8(field.as_bytes()).ok()?;
+            let (start, end) = parse::find_pair(text.as_bytes(), name.as_bytes())?;
+            Some(CookieText::Owned(text[start..end].into()))
+        }
+    }
 }
 
 /// A request's cookie, looked up where first needed: [`pending`] checks
 /// the jar's limits at once and keeps the field; the pair is found by
 /// [`Pending::resolve`], so a request that never needs it does not scan
 /// the field.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) enum Pending {
     /// No `Cookie` field.
+    #[default]
     Absent,
     /// The request's one `Cookie` field (a reference count, no copy).
     Field(http::HeaderValue),
@@ -404,12 +417,18 @@ pub(crate) fn pending(headers: &HeaderMap, name: &str) -> Result<Pending, Cookie
 }
 
 impl Pending {
-    /// The value of cookie `name` (the name [`pending`] was given).
-    pub(crate) fn resolve(&self, name: &str) -> Option<CookieText> {
+    /// The value of cookie `name` (the name [`pending`] was given), found
+    /// on the first call and kept.
+    pub(crate) fn resolve(&mut self, name: &str) -> Option<&CookieText> {
+        if let Pending::Field(_) = self {
+            *self = match std::mem::take(self) {
+                Pending::Field(field) => Pending::Found(find_in_owned(field, name)),
+                other => other,
+            };
+        }
         match self {
-            Pending::Absent => None,
-            Pending::Field(field) => find_in_field(field, name),
-            Pending::Found(found) => found.clone(),
+            Pending::Found(found) => found.as_ref(),
+            _ => None,
         }
     }
 }
@@ -514,12 +533,14 @@ mod tests {
                     jar.get(name),
                     "{fields:?} {name}"
                 );
-                let pending = pending(&headers, name).unwrap();
-                assert_eq!(
-                    pending.resolve(name).as_ref().map(CookieText::as_str),
-                    jar.get(name),
-                    "{fields:?} {name}"
-                );
+                let mut pending = pending(&headers, name).unwrap();
+                for _ in 0..2 {
+                    assert_eq!(
+                        pending.resolve(name).map(CookieText::as_str),
+                        jar.get(name),
+                        "{fields:?} {name}"
+                    );
+                }
             }
         }
         // A field that is not UTF-8 is skipped whole, by both.

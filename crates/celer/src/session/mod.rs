@@ -65,7 +65,7 @@ mod store;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
@@ -267,9 +267,10 @@ fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     let session = Session {
         inner: Arc::new(Inner {
             config: config.clone(),
-            cookie,
-            incoming: OnceLock::new(),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                incoming: cookie,
+                ..State::default()
+            }),
         }),
     };
     req.set_session(session.clone());
@@ -332,11 +333,6 @@ impl std::fmt::Debug for Session {
 
 struct Inner {
     config: Arc<Config>,
-    /// The request's `Cookie` field, within the jar's limits.
-    cookie: Pending,
-    /// The handle the request's cookie carried (shared with the request's
-    /// field, not copied, when that is ASCII), found on first use.
-    incoming: OnceLock<Option<CookieText>>,
     state: Mutex<State>,
 }
 
@@ -345,6 +341,10 @@ struct State {
     /// `None` until first read. Shared with the store until changed
     /// (copied on the first write).
     record: Option<Arc<Record>>,
+    /// The handle the request's cookie carried (shared with the
+    /// request's field, not copied, when that is ASCII), looked up on the
+    /// session's first use.
+    incoming: Pending,
     /// Whether the incoming handle named a live session.
     live: bool,
     changed: bool,
@@ -360,14 +360,21 @@ impl Session {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The handle the request's cookie carried.
-    fn incoming(&self) -> Option<&str> {
-        let inner = &*self.inner;
-        inner
+    /// The handle the request's cookie carried, looked up on first use.
+    fn incoming<'s>(&self, state: &'s mut State) -> Option<&'s str> {
+        state
             .incoming
-            .get_or_init(|| inner.cookie.resolve(&inner.config.cookie_name))
-            .as_ref()
+            .resolve(&self.inner.config.cookie_name)
             .map(CookieText::as_str)
+    }
+
+    /// The handle the request's cookie carried, as a value of its own.
+    fn incoming_text(&self) -> Option<CookieText> {
+        let mut state = self.lock();
+        state
+            .incoming
+            .resolve(&self.inner.config.cookie_name)
+            .cloned()
     }
 
     /// Loads the record on first use.
@@ -376,7 +383,8 @@ impl Session {
             return Ok(());
         }
         let config = &self.inner.config;
-        let loaded = match self.incoming() {
+        let incoming = self.incoming_text();
+        let loaded = match incoming.as_ref().map(CookieText::as_str) {
             Some(handle) => config.store.load(handle).await?,
             None => None,
         };
@@ -396,7 +404,7 @@ impl Session {
         if state.record.is_some() {
             return Ok(Some(state));
         }
-        let loaded = match self.incoming() {
+        let loaded = match self.incoming(&mut state) {
             Some(handle) => match self.inner.config.store.load_now(handle) {
                 Some(answer) => answer?,
                 None => return Ok(None),
@@ -521,7 +529,8 @@ impl Session {
             }
             (record.clone(), state.live, state.rotate, state.destroyed)
         };
-        let incoming = self.incoming();
+        let incoming = self.incoming_text();
+        let incoming = incoming.as_ref().map(CookieText::as_str);
         let mut jar = CookieJar::new();
         let cookie = |value: String| {
             Cookie::new(config.cookie_name.clone(), value)
@@ -601,8 +610,6 @@ mod tests {
         let session = Session {
             inner: Arc::new(Inner {
                 config: sessions.config.clone(),
-                cookie: Pending::Absent,
-                incoming: OnceLock::new(),
                 state: Mutex::new(State::default()),
             }),
         };
