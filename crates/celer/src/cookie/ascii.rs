@@ -120,7 +120,13 @@ mod tests {
         assert_eq!(shared.as_str(), "a=1; b=2");
         assert_eq!(shared.clone().slice(3, 8).unwrap().as_str(), "; b=2");
         assert_eq!(
-            shared.clone().slice(3, 8).unwrap().slice(2, 3).unwrap().as_str(),
+            shared
+                .clone()
+                .slice(3, 8)
+                .unwrap()
+                .slice(2, 3)
+                .unwrap()
+                .as_str(),
             "b"
         );
         assert!(shared.clone().slice(4, 9).is_none());

@@ -183,8 +183,7 @@ impl CookieJar {
 
     /// The request's pairs whose names were not set since.
     fn request_pairs(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        parse_pairs(self.text.as_str())
-            .filter(|(n, _)| !self.set.iter().any(|(s, _)| &**s == *n))
+        parse_pairs(self.text.as_str()).filter(|(n, _)| !self.set.iter().any(|(s, _)| &**s == *n))
     }
 
     /// The value of the first cookie called `name`.
@@ -529,7 +528,10 @@ mod tests {
             let jar = CookieJar::from_headers(&headers).unwrap();
             for name in ["sid", "si", "x", "a", "theme"] {
                 assert_eq!(
-                    find(&headers, name).unwrap().as_ref().map(CookieText::as_str),
+                    find(&headers, name)
+                        .unwrap()
+                        .as_ref()
+                        .map(CookieText::as_str),
                     jar.get(name),
                     "{fields:?} {name}"
                 );
@@ -561,7 +563,10 @@ mod tests {
             "a=1;".repeat(MAX_COOKIES + 1).parse().unwrap(),
         );
         assert!(matches!(find(&headers, "a"), Err(CookieRejection::TooMany)));
-        assert!(matches!(pending(&headers, "a"), Err(CookieRejection::TooMany)));
+        assert!(matches!(
+            pending(&headers, "a"),
+            Err(CookieRejection::TooMany)
+        ));
         // Many `;` but few pairs: within the limit.
         let mut headers = HeaderMap::new();
         headers.append(

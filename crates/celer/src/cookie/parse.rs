@@ -212,10 +212,17 @@ mod tests {
     /// a word, after another `;` in the same word, or in the tail.
     #[test]
     fn semicolon_search_agrees_with_a_byte_loop() {
-        let mut field = vec![b'a'; 40];
+        let mut field = [b'a'; 40];
         for len in 0..field.len() {
             for from in 0..=len {
-                for at in [None, Some(0), Some(7), Some(8), Some(15), Some(len.saturating_sub(1))] {
+                for at in [
+                    None,
+                    Some(0),
+                    Some(7),
+                    Some(8),
+                    Some(15),
+                    Some(len.saturating_sub(1)),
+                ] {
                     field.iter_mut().for_each(|b| *b = b'a');
                     if let Some(at) = at.filter(|&at| at < len) {
                         field[at] = b';';
@@ -255,7 +262,21 @@ mod tests {
             "a=1;sid=\"x\" ; b=2",
             "averyveryverylongname=averyveryverylongvalue; sid=after-a-long-pair",
         ];
-        let names = ["sid", "a", "a b", "b", "x", "s", "", " sid", "sid ", "a=b", "a;", "theme", "averyveryverylongname"];
+        let names = [
+            "sid",
+            "a",
+            "a b",
+            "b",
+            "x",
+            "s",
+            "",
+            " sid",
+            "sid ",
+            "a=b",
+            "a;",
+            "theme",
+            "averyveryverylongname",
+        ];
         for field in fields {
             for name in names {
                 let expect = parse_pairs(field).find(|(n, _)| *n == name).map(|(_, v)| v);

@@ -5,8 +5,10 @@
 //!
 //! [`Sessions`] is app (or scope) middleware; handlers take the
 //! [`Session`] with `req.extract::<Session>()`. The session is loaded the
-//! first time a handler reads it (a route that never does pays one
-//! `Cookie` lookup) and saved only when it changed.
+//! first time a handler reads it (a route that never does pays the
+//! `Cookie` field's lookup and its limits, not the search for the
+//! session's pair) and saved only when it changed. [`Sessions::csrf`]
+//! checks CSRF in the same middleware.
 //!
 //! - **No fixation:** [`Session::rotate`] (call it at login and at any
 //!   change of privilege) gives the session a new id and deletes the old
