@@ -285,4 +285,29 @@ mod tests {
             }
         }
     }
+
+    /// Every field of up to six bytes over the bytes that matter (name
+    /// bytes, OWS, `=`, `;`, `"`): `find_pair` answers what the parser's
+    /// first pair of the name is.
+    #[test]
+    fn find_pair_agrees_with_the_parser_on_every_short_field() {
+        const ALPHABET: &[u8] = b"as =;\"\t";
+        let names = ["a", "s", "as", "a s", "sa"];
+        let mut field = Vec::new();
+        for len in 0..=6u32 {
+            for mut n in 0..ALPHABET.len().pow(len) {
+                field.clear();
+                for _ in 0..len {
+                    field.push(ALPHABET[n % ALPHABET.len()]);
+                    n /= ALPHABET.len();
+                }
+                let text = std::str::from_utf8(&field).unwrap();
+                for name in names {
+                    let expect = parse_pairs(text).find(|(n, _)| *n == name).map(|(_, v)| v);
+                    let got = find_pair(&field, name.as_bytes()).map(|(s, e)| &text[s..e]);
+                    assert_eq!(got, expect, "{text:?} {name:?}");
+                }
+            }
+        }
+    }
 }
