@@ -230,7 +230,8 @@ impl Sessions {
     /// Checks CSRF in this middleware with `csrf`'s settings: the same
     /// checks, refusals and order as [`Csrf::layer`](crate::csrf::Csrf::layer)
     /// installed right after it, in one step of the chain instead of two
-    /// (each step is a dynamic call and a future of its own).
+    /// (each step is a dynamic call and a future of its own). By default
+    /// the session middleware checks no CSRF.
     ///
     /// ```
     /// use celer::csrf::Csrf;
