@@ -3,6 +3,11 @@
 //! security stack a logged-in browser's request meets: the cookie jar
 //! extracted, the session (in memory) loaded and read, and the CSRF
 //! middleware (which lets a `GET` through after its method check).
+//! `/s/bare` is the plain handler behind the same stack: what the stack
+//! costs by itself, with no cookie, session or token read by the handler
+//! (the session is then never loaded). `/f/plaintext` and `/f/bare` are
+//! the same two behind one fused middleware (`Sessions::csrf`: the CSRF
+//! check made by the session middleware, one step of the chain fewer).
 //!
 //! The benchmark client sends no cookies, so an app-level middleware adds
 //! the `Cookie` a browser would send (a live session id, two other
@@ -11,6 +16,7 @@
 //! ```text
 //! example-hello-secure [--listen SPEC]... [--workers N] (--help for all)
 //! bench/instructions --path /plaintext BIN; bench/instructions --path /s/plaintext BIN
+//! bench/instructions --path /s/bare BIN (and /f/plaintext, /f/bare)
 //! ```
 
 #[global_allocator]
@@ -71,12 +77,18 @@ fn app() -> App {
         next.run(req)
     });
     app.get("/plaintext", plaintext);
-    let sessions = Sessions::new(store).cookie_name("sid").secure(false);
+    let sessions = || Sessions::new(store.clone()).cookie_name("sid").secure(false);
     let csrf = Csrf::new();
     app.scope("/s", |s| {
-        s.middleware(sessions.layer());
+        s.middleware(sessions().layer());
         s.middleware(csrf.layer());
         s.get("/plaintext", secure);
+        s.get("/bare", plaintext);
+    });
+    app.scope("/f", |s| {
+        s.middleware(sessions().csrf(&csrf).layer());
+        s.get("/plaintext", secure);
+        s.get("/bare", plaintext);
     });
     app
 }

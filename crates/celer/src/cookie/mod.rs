@@ -62,6 +62,7 @@
 //! Own parsing rather than the `cookie` crate: see
 //! `docs/decisions/120-cookies-sessions-csrf-auth.md`.
 
+mod ascii;
 mod crypto;
 mod parse;
 mod set;
@@ -71,6 +72,8 @@ use std::time::Duration;
 
 use http::{HeaderMap, StatusCode, header};
 
+pub(crate) use self::ascii::CookieText;
+use self::ascii::Shared;
 pub use self::crypto::{Algorithm, EncryptionKeys, KeyError, MIN_KEY_BYTES, SigningKeys};
 pub use self::parse::parse_pairs;
 pub use self::set::{Cookie, CookieError, SameSite};
@@ -115,9 +118,10 @@ pub const MAX_KEYS: usize = 16;
 #[derive(Debug, Default, Clone)]
 pub struct CookieJar {
     /// The request's `Cookie` fields (the UTF-8 ones), joined by `;`:
-    /// pairs are parsed from it where asked, so reading a jar costs one
-    /// copy of the fields and no allocation per pair.
-    text: Box<str>,
+    /// pairs are parsed from it where asked, so reading a jar costs no
+    /// allocation per pair. One ASCII field, the usual case, is the
+    /// request's own field (shared, not copied).
+    text: CookieText,
     /// Cookies set since, newest first: `None` for a removal. They hide
     /// the request's pairs of the same name.
     set: Vec<(Box<str>, Option<Box<str>>)>,
@@ -147,12 +151,16 @@ impl CookieJar {
     pub fn from_headers(headers: &HeaderMap) -> Result<CookieJar, CookieRejection> {
         let all = headers.get_all(header::COOKIE);
         let mut fields = all.iter();
-        let text: Box<str> = match (fields.next(), fields.next()) {
-            (None, _) => Box::default(),
-            // One field, the usual case: checked and copied once.
+        let text = match (fields.next(), fields.next()) {
+            (None, _) => CookieText::default(),
+            // One field, the usual case: checked once, shared when ASCII.
             (Some(field), None) => {
                 check_fields(|| std::iter::once(field))?;
-                std::str::from_utf8(field.as_bytes()).map_or_else(|_| Box::default(), Box::from)
+                match Shared::new(field) {
+                    Some(shared) => CookieText::Shared(shared),
+                    None => std::str::from_utf8(field.as_bytes())
+                        .map_or_else(|_| CookieText::default(), |t| CookieText::Owned(t.into())),
+                }
             }
             (Some(_), Some(_)) => {
                 check_fields(|| all.iter())?;
@@ -163,7 +171,7 @@ impl CookieJar {
                         text.push(';');
                     }
                 }
-                text.into_boxed_str()
+                CookieText::Owned(text.into_boxed_str())
             }
         };
         Ok(CookieJar {
@@ -175,7 +183,7 @@ impl CookieJar {
 
     /// The request's pairs whose names were not set since.
     fn request_pairs(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        parse_pairs(&self.text).filter(|(n, _)| !self.set.iter().any(|(s, _)| &**s == *n))
+        parse_pairs(self.text.as_str()).filter(|(n, _)| !self.set.iter().any(|(s, _)| &**s == *n))
     }
 
     /// The value of the first cookie called `name`.
@@ -183,16 +191,15 @@ impl CookieJar {
         if let Some((_, value)) = self.set.iter().find(|(n, _)| &**n == name) {
             return value.as_deref();
         }
-        parse_pairs(&self.text)
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v)
+        let text = self.text.as_str();
+        parse::find_pair(text.as_bytes(), name.as_bytes()).map(|(start, end)| &text[start..end])
     }
 
     /// The values of every cookie called `name`, in request order.
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         let set = self.set.iter().find(|(n, _)| &**n == name);
         let from_request = set.is_none().then(|| {
-            parse_pairs(&self.text)
+            parse_pairs(self.text.as_str())
                 .filter(move |(n, _)| *n == name)
                 .map(|(_, v)| v)
         });
@@ -343,17 +350,86 @@ fn check_fields<'a, I: Iterator<Item = &'a http::HeaderValue>>(
 }
 
 /// The value of the first cookie `name` in `headers`, under the jar's
-/// limits, without building a jar: what session middleware needs.
-pub(crate) fn find<'h>(
-    headers: &'h HeaderMap,
-    name: &str,
-) -> Result<Option<&'h str>, CookieRejection> {
+/// limits, without building a jar: what session middleware needs. The
+/// value is shared with the request when its field is ASCII (the usual
+/// case), else copied.
+pub(crate) fn find(headers: &HeaderMap, name: &str) -> Result<Option<CookieText>, CookieRejection> {
     let all = headers.get_all(header::COOKIE);
     check_fields(|| all.iter())?;
-    Ok(all
-        .iter()
-        .filter_map(|field| std::str::from_utf8(field.as_bytes()).ok())
-        .find_map(|field| parse_pairs(field).find(|(n, _)| *n == name).map(|(_, v)| v)))
+    Ok(all.iter().find_map(|field| find_in_field(field, name)))
+}
+
+/// The value of the first cookie `name` in one `Cookie` field; `None`
+/// also when the field is not UTF-8 (skipped, as by the jar).
+pub(crate) fn find_in_field(field: &http::HeaderValue, name: &str) -> Option<CookieText> {
+    let bytes = field.as_bytes();
+    if bytes.is_ascii() {
+        // Checked before the clone: most fields do not hold the name.
+        parse::find_pair(bytes, name.as_bytes())?;
+    }
+    find_in_owned(field.clone(), name)
+}
+
+/// [`find_in_field`] keeping `field` itself when the value is shared.
+fn find_in_owned(field: http::HeaderValue, name: &str) -> Option<CookieText> {
+    match Shared::from_value(field) {
+        Ok(shared) => {
+            let (start, end) = parse::find_pair(shared.as_str().as_bytes(), name.as_bytes())?;
+            shared.slice(start, end).map(CookieText::Shared)
+        }
+        Err(field) => {
+            let text = std::str::from_utf8(field.as_bytes()).ok()?;
+            let (start, end) = parse::find_pair(text.as_bytes(), name.as_bytes())?;
+            Some(CookieText::Owned(text[start..end].into()))
+        }
+    }
+}
+
+/// A request's cookie, looked up where first needed: [`pending`] checks
+/// the jar's limits at once and keeps the field; the pair is found by
+/// [`Pending::resolve`], so a request that never needs it does not scan
+/// the field.
+#[derive(Clone, Default)]
+pub(crate) enum Pending {
+    /// No `Cookie` field.
+    #[default]
+    Absent,
+    /// The request's one `Cookie` field (a reference count, no copy).
+    Field(http::HeaderValue),
+    /// Several fields: looked up at once.
+    Found(Option<CookieText>),
+}
+
+/// The request's cookie `name`, under the jar's limits (a `431` past
+/// them), to be found by [`Pending::resolve`].
+pub(crate) fn pending(headers: &HeaderMap, name: &str) -> Result<Pending, CookieRejection> {
+    let all = headers.get_all(header::COOKIE);
+    let mut fields = all.iter();
+    match (fields.next(), fields.next()) {
+        (None, _) => Ok(Pending::Absent),
+        (Some(field), None) => {
+            check_fields(|| std::iter::once(field))?;
+            Ok(Pending::Field(field.clone()))
+        }
+        (Some(_), Some(_)) => find(headers, name).map(Pending::Found),
+    }
+}
+
+impl Pending {
+    /// The value of cookie `name` (the name [`pending`] was given), found
+    /// on the first call and kept.
+    pub(crate) fn resolve(&mut self, name: &str) -> Option<&CookieText> {
+        if let Pending::Field(_) = self {
+            *self = match std::mem::take(self) {
+                Pending::Field(field) => Pending::Found(find_in_owned(field, name)),
+                other => other,
+            };
+        }
+        match self {
+            Pending::Found(found) => found.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// `(jar, response)`: the response with the jar's `Set-Cookie` fields
@@ -440,6 +516,9 @@ mod tests {
             &["x=sid=7; sid\t=8"],
             &[""],
             &["sid="],
+            &["theme=é; sid=10"],
+            &["lang=é", "sid=11"],
+            &["sid=é; sid=12"],
         ];
         for fields in cases {
             let mut headers = HeaderMap::new();
@@ -449,25 +528,52 @@ mod tests {
             let jar = CookieJar::from_headers(&headers).unwrap();
             for name in ["sid", "si", "x", "a", "theme"] {
                 assert_eq!(
-                    find(&headers, name).unwrap(),
+                    find(&headers, name)
+                        .unwrap()
+                        .as_ref()
+                        .map(CookieText::as_str),
                     jar.get(name),
                     "{fields:?} {name}"
                 );
+                let mut pending = pending(&headers, name).unwrap();
+                for _ in 0..2 {
+                    assert_eq!(
+                        pending.resolve(name).map(CookieText::as_str),
+                        jar.get(name),
+                        "{fields:?} {name}"
+                    );
+                }
             }
         }
+        // A field that is not UTF-8 is skipped whole, by both.
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            http::HeaderValue::from_bytes(b"sid=\xe9; a=1").unwrap(),
+        );
+        headers.append(header::COOKIE, "sid=13".parse().unwrap());
+        let jar = CookieJar::from_headers(&headers).unwrap();
+        assert_eq!(jar.get("sid"), Some("13"));
+        assert_eq!(jar.get("a"), None);
+        assert_eq!(find(&headers, "sid").unwrap().unwrap().as_str(), "13");
+        assert!(find(&headers, "a").unwrap().is_none());
         let mut headers = HeaderMap::new();
         headers.append(
             header::COOKIE,
             "a=1;".repeat(MAX_COOKIES + 1).parse().unwrap(),
         );
-        assert_eq!(find(&headers, "a"), Err(CookieRejection::TooMany));
+        assert!(matches!(find(&headers, "a"), Err(CookieRejection::TooMany)));
+        assert!(matches!(
+            pending(&headers, "a"),
+            Err(CookieRejection::TooMany)
+        ));
         // Many `;` but few pairs: within the limit.
         let mut headers = HeaderMap::new();
         headers.append(
             header::COOKIE,
             format!("a=1{}", ";".repeat(200)).parse().unwrap(),
         );
-        assert_eq!(find(&headers, "a"), Ok(Some("1")));
+        assert_eq!(find(&headers, "a").unwrap().unwrap().as_str(), "1");
     }
 
     /// The shortest fields of `MAX_COOKIES` and one more pairs sit on

@@ -21,9 +21,9 @@ pub fn parse_pairs(field: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
 }
 
 /// The iterator of [`parse_pairs`]. Each pair is one pass: a byte loop
-/// over the name up to its `=` (names are short), then `memchr` for the
-/// `;` after the value (values may be long). `;` and `=` are ASCII, so
-/// every cut is on a character boundary.
+/// over the name up to its `=` (names are short), then a word-at-a-time
+/// search for the `;` after the value (values may be long). `;` and `=`
+/// are ASCII, so every cut is on a character boundary.
 struct Pairs<'a> {
     rest: &'a str,
 }
@@ -54,10 +54,7 @@ impl<'a> Iterator for Pairs<'a> {
                 self.rest = &rest[eq + 1..];
                 continue;
             }
-            let end = match memchr::memchr(b';', &bytes[eq + 1..]) {
-                Some(n) => eq + 1 + n,
-                None => bytes.len(),
-            };
+            let end = next_semicolon(bytes, eq + 1);
             self.rest = if end < bytes.len() {
                 &rest[end + 1..]
             } else {
@@ -77,6 +74,91 @@ impl<'a> Iterator for Pairs<'a> {
     }
 }
 
+/// The index of the first `;` in `bytes` at or after `from`, else
+/// `bytes.len()`. Eight bytes at a time: a word XORed with `;;;;;;;;` has
+/// a zero byte where a `;` is, and `(x - 0x01..) & !x & 0x80..` flags the
+/// lowest zero byte exactly (a borrow only flags bytes above it). A
+/// `memchr` call costs more in set-up than it saves on fields this short.
+#[inline]
+pub(crate) fn next_semicolon(bytes: &[u8], from: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const SEMIS: u64 = u64::from_ne_bytes([b';'; 8]);
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word) ^ SEMIS;
+        let found = x.wrapping_sub(ONES) & !x & HIGHS;
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && bytes[i] != b';' {
+        i += 1;
+    }
+    i.min(bytes.len())
+}
+
+/// The value of the first pair named `name` in `field`, as a range of
+/// `field`: what `parse_pairs(field).find(|(n, _)| *n == name)` answers,
+/// without taking the other pairs apart. Pairs are split at every `;`
+/// (a name holds no `;`, so the first `;` after a pair's start ends it);
+/// a pair matches when it is `OWS name OWS "=" value`, which is exactly
+/// when its trimmed name is `name`. A `name` that [`parse_pairs`] can
+/// never yield (empty, with `=` or `;`, or with whitespace at either
+/// end) finds nothing.
+pub(crate) fn find_pair(field: &[u8], name: &[u8]) -> Option<(usize, usize)> {
+    let ows = |b: u8| b == b' ' || b == b'\t';
+    match (name.first(), name.last()) {
+        (Some(&first), Some(&last)) if !ows(first) && !ows(last) => {}
+        _ => return None,
+    }
+    if name.iter().any(|&b| b == b'=' || b == b';') {
+        return None;
+    }
+    let mut start = 0;
+    loop {
+        let end = next_semicolon(field, start);
+        let pair = &field[start..end];
+        let mut i = 0;
+        while i < pair.len() && ows(pair[i]) {
+            i += 1;
+        }
+        // A byte loop: names are a few bytes, and most pairs differ in
+        // the first one (a `memcmp` call costs more).
+        let mut k = 0;
+        while k < name.len() && i + k < pair.len() && pair[i + k] == name[k] {
+            k += 1;
+        }
+        if k == name.len() {
+            let mut eq = i + k;
+            while eq < pair.len() && ows(pair[eq]) {
+                eq += 1;
+            }
+            if eq < pair.len() && pair[eq] == b'=' {
+                let (mut from, mut to) = (eq + 1, pair.len());
+                while from < to && ows(pair[from]) {
+                    from += 1;
+                }
+                while to > from && ows(pair[to - 1]) {
+                    to -= 1;
+                }
+                if to - from >= 2 && pair[from] == b'"' && pair[to - 1] == b'"' {
+                    from += 1;
+                    to -= 1;
+                }
+                return Some((start + from, start + to));
+            }
+        }
+        if end == field.len() {
+            return None;
+        }
+        start = end + 1;
+    }
+}
+
 /// `s` without leading and trailing SP and HTAB (RFC 9110 §5.6.3 OWS).
 #[inline]
 fn trim_ows(s: &str) -> &str {
@@ -93,7 +175,7 @@ fn trim_ows(s: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_pairs;
+    use super::{find_pair, next_semicolon, parse_pairs};
 
     fn all(field: &str) -> Vec<(&str, &str)> {
         parse_pairs(field).collect()
@@ -124,5 +206,108 @@ mod tests {
     #[test]
     fn value_keeps_later_equals() {
         assert_eq!(all("t=abc==; u=a=b"), [("t", "abc=="), ("u", "a=b")]);
+    }
+
+    /// The word-at-a-time search finds the first `;` wherever it sits in
+    /// a word, after another `;` in the same word, or in the tail.
+    #[test]
+    fn semicolon_search_agrees_with_a_byte_loop() {
+        let mut field = [b'a'; 40];
+        for len in 0..field.len() {
+            for from in 0..=len {
+                for at in [
+                    None,
+                    Some(0),
+                    Some(7),
+                    Some(8),
+                    Some(15),
+                    Some(len.saturating_sub(1)),
+                ] {
+                    field.iter_mut().for_each(|b| *b = b'a');
+                    if let Some(at) = at.filter(|&at| at < len) {
+                        field[at] = b';';
+                        if at + 1 < len {
+                            field[at + 1] = b';';
+                        }
+                    }
+                    // Bytes whose XOR with `;` borrows across bytes.
+                    if len > 3 && from == 0 {
+                        field[1] = b';' ^ 0x01;
+                    }
+                    let bytes = &field[..len];
+                    let expect = (from..len).find(|&i| bytes[i] == b';').unwrap_or(len);
+                    assert_eq!(next_semicolon(bytes, from), expect, "{bytes:?} from {from}");
+                }
+            }
+        }
+    }
+
+    /// `find_pair` answers what the parser's first pair of that name is,
+    /// on tidy, untidy and hostile fields and on names no pair can have.
+    #[test]
+    fn find_pair_agrees_with_the_parser() {
+        let fields = [
+            "theme=dark; sid=abc; lang=en",
+            " sid = \"q\" ;sid=3",
+            "sidx=1; sid=2",
+            "x=sid=7; sid\t=8",
+            "sid; sid=9",
+            "s id=1; sid =2",
+            "=sid; a b=c; sid=\"",
+            "a=\"\"; sid=\"\"\"",
+            "sid=",
+            "sid",
+            "",
+            ";;;",
+            "a=1;sid=\"x\" ; b=2",
+            "averyveryverylongname=averyveryverylongvalue; sid=after-a-long-pair",
+        ];
+        let names = [
+            "sid",
+            "a",
+            "a b",
+            "b",
+            "x",
+            "s",
+            "",
+            " sid",
+            "sid ",
+            "a=b",
+            "a;",
+            "theme",
+            "averyveryverylongname",
+        ];
+        for field in fields {
+            for name in names {
+                let expect = parse_pairs(field).find(|(n, _)| *n == name).map(|(_, v)| v);
+                let got = find_pair(field.as_bytes(), name.as_bytes()).map(|(s, e)| &field[s..e]);
+                assert_eq!(got, expect, "{field:?} {name:?}");
+            }
+        }
+    }
+
+    /// Every field of up to six bytes over the bytes that matter (name
+    /// bytes, OWS, `=`, `;`, `"`): `find_pair` answers what the parser's
+    /// first pair of the name is.
+    #[test]
+    fn find_pair_agrees_with_the_parser_on_every_short_field() {
+        const ALPHABET: &[u8] = b"as =;\"\t";
+        let names = ["a", "s", "as", "a s", "sa"];
+        let mut field = Vec::new();
+        for len in 0..=6u32 {
+            for mut n in 0..ALPHABET.len().pow(len) {
+                field.clear();
+                for _ in 0..len {
+                    field.push(ALPHABET[n % ALPHABET.len()]);
+                    n /= ALPHABET.len();
+                }
+                let text = std::str::from_utf8(&field).unwrap();
+                for name in names {
+                    let expect = parse_pairs(text).find(|(n, _)| *n == name).map(|(_, v)| v);
+                    let got = find_pair(&field, name.as_bytes()).map(|(s, e)| &text[s..e]);
+                    assert_eq!(got, expect, "{text:?} {name:?}");
+                }
+            }
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! for every unsafe method.
 //!
 //! [`Csrf`] is middleware installed after [`Sessions`](crate::session::Sessions)
-//! (it keeps its secret in the session). Safe methods (`GET`, `HEAD`,
+//! (it keeps its secret in the session), or given to
+//! [`Sessions::csrf`](crate::session::Sessions::csrf), which checks it in
+//! the session middleware itself (one step of the chain fewer). Safe methods (`GET`, `HEAD`,
 //! `OPTIONS`, `TRACE`; RFC 9110 §9.2.1) pass untouched. Any other request
 //! must pass both checks, or is answered `403 Forbidden` with the reason:
 //!
@@ -157,15 +159,28 @@ struct Layer {
 
 impl Layer {
     fn dispatch(&self, req: Request, next: Next) -> NextFuture {
-        // RFC 9110 §9.2.1: safe methods change nothing and are not checked.
-        if matches!(
-            *req.method(),
-            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-        ) {
-            next.run(req)
-        } else {
-            NextFuture::boxed(Box::pin(run(self.config.clone(), req, next)))
-        }
+        check(&self.config, req, next)
+    }
+}
+
+impl Csrf {
+    /// The checks, then the rest of the chain: what [`Csrf::layer`] does,
+    /// for the session middleware that runs them in its own step.
+    pub(crate) fn check(&self, req: Request, next: Next) -> NextFuture {
+        check(&self.config, req, next)
+    }
+}
+
+/// A safe method's request goes on as it came; any other is checked.
+fn check(config: &Arc<Config>, req: Request, next: Next) -> NextFuture {
+    // RFC 9110 §9.2.1: safe methods change nothing and are not checked.
+    if matches!(
+        *req.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    ) {
+        next.run(req)
+    } else {
+        NextFuture::boxed(Box::pin(run(config.clone(), req, next)))
     }
 }
 

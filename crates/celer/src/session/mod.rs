@@ -5,8 +5,10 @@
 //!
 //! [`Sessions`] is app (or scope) middleware; handlers take the
 //! [`Session`] with `req.extract::<Session>()`. The session is loaded the
-//! first time a handler reads it (a route that never does pays one
-//! `Cookie` lookup) and saved only when it changed.
+//! first time a handler reads it (a route that never does pays the
+//! `Cookie` field's lookup and its limits, not the search for the
+//! session's pair) and saved only when it changed. [`Sessions::csrf`]
+//! checks CSRF in the same middleware.
 //!
 //! - **No fixation:** [`Session::rotate`] (call it at login and at any
 //!   change of privilege) gives the session a new id and deletes the old
@@ -82,7 +84,7 @@ pub use self::store::{
     CookieStore, DEFAULT_MAX_SESSIONS, MemoryStore, SessionStore, StoreError, new_id,
 };
 
-use crate::cookie::{Cookie, CookieJar, SameSite};
+use crate::cookie::{Cookie, CookieJar, CookieText, Pending, SameSite};
 use crate::extract::FromRequest;
 use crate::handler::NextFuture;
 use crate::{Error, Handler, Next, Request, Response};
@@ -150,6 +152,8 @@ struct Config {
     idle: Duration,
     absolute: Duration,
     max_bytes: usize,
+    /// CSRF checked in this middleware ([`Sessions::csrf`]).
+    csrf: Option<crate::csrf::Csrf>,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -176,6 +180,7 @@ impl Sessions {
                 idle: DEFAULT_IDLE_TIMEOUT,
                 absolute: DEFAULT_ABSOLUTE_TIMEOUT,
                 max_bytes: DEFAULT_MAX_SESSION_BYTES,
+                csrf: None,
             }),
         }
     }
@@ -222,6 +227,23 @@ impl Sessions {
         self
     }
 
+    /// Checks CSRF in this middleware with `csrf`'s settings: the same
+    /// checks, refusals and order as [`Csrf::layer`](crate::csrf::Csrf::layer)
+    /// installed right after it, in one step of the chain instead of two
+    /// (each step is a dynamic call and a future of its own). By default
+    /// the session middleware checks no CSRF.
+    ///
+    /// ```
+    /// use celer::csrf::Csrf;
+    /// use celer::session::{MemoryStore, Sessions};
+    /// let mut app = celer::App::new();
+    /// app.middleware(Sessions::new(MemoryStore::new()).csrf(&Csrf::new()).layer());
+    /// ```
+    pub fn csrf(mut self, csrf: &crate::csrf::Csrf) -> Sessions {
+        self.config_mut().csrf = Some(csrf.clone());
+        self
+    }
+
     /// The middleware, for [`App::middleware`](crate::App::middleware).
     /// A request whose cookies are over the jar's limits is answered
     /// `431` here.
@@ -234,9 +256,10 @@ impl Sessions {
 /// Attaches the session to the request and runs the rest of the chain.
 fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     use crate::IntoResponse as _;
-    // The jar's limits (a `431` past them), without building a jar.
-    let incoming = match crate::cookie::find(req.headers(), &config.cookie_name) {
-        Ok(value) => value.map(Box::from),
+    // The jar's limits (a `431` past them), without building a jar; the
+    // session's pair is looked up when the session is first used.
+    let cookie = match crate::cookie::pending(req.headers(), &config.cookie_name) {
+        Ok(cookie) => cookie,
         Err(rejection) => {
             return SessionFuture {
                 session: None,
@@ -247,14 +270,20 @@ fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     let session = Session {
         inner: Arc::new(Inner {
             config: config.clone(),
-            incoming,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                incoming: cookie,
+                ..State::default()
+            }),
         }),
     };
     req.set_session(session.clone());
+    let fut = match &config.csrf {
+        Some(csrf) => csrf.check(req, next),
+        None => next.run(req),
+    };
     SessionFuture {
         session: Some(session),
-        fut: next.run(req),
+        fut,
     }
 }
 
@@ -307,8 +336,6 @@ impl std::fmt::Debug for Session {
 
 struct Inner {
     config: Arc<Config>,
-    /// The handle the request's cookie carried.
-    incoming: Option<Box<str>>,
     state: Mutex<State>,
 }
 
@@ -317,6 +344,10 @@ struct State {
     /// `None` until first read. Shared with the store until changed
     /// (copied on the first write).
     record: Option<Arc<Record>>,
+    /// The handle the request's cookie carried (shared with the
+    /// request's field, not copied, when that is ASCII), looked up on the
+    /// session's first use.
+    incoming: Pending,
     /// Whether the incoming handle named a live session.
     live: bool,
     changed: bool,
@@ -332,48 +363,93 @@ impl Session {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The handle the request's cookie carried, looked up on first use.
+    fn incoming<'s>(&self, state: &'s mut State) -> Option<&'s str> {
+        state
+            .incoming
+            .resolve(&self.inner.config.cookie_name)
+            .map(CookieText::as_str)
+    }
+
+    /// The handle the request's cookie carried, as a value of its own.
+    fn incoming_text(&self) -> Option<CookieText> {
+        let mut state = self.lock();
+        state
+            .incoming
+            .resolve(&self.inner.config.cookie_name)
+            .cloned()
+    }
+
     /// Loads the record on first use.
     async fn ensure(&self) -> Result<(), Error> {
-        if self.lock().record.is_some() {
+        if self.lock_loaded_now()?.is_some() {
             return Ok(());
         }
         let config = &self.inner.config;
-        let loaded = match self.inner.incoming.as_deref() {
-            Some(handle) => match config.store.load_now(handle) {
+        let incoming = self.incoming_text();
+        let loaded = match incoming.as_ref().map(CookieText::as_str) {
+            Some(handle) => config.store.load(handle).await?,
+            None => None,
+        };
+        let mut state = self.lock();
+        if state.record.is_none() {
+            self.install(&mut state, loaded);
+        }
+        Ok(())
+    }
+
+    /// The state locked once, with the record loaded when it already was
+    /// or the store answers without waiting (one in memory); `None` when
+    /// the store has to be waited for ([`ensure`](Self::ensure) does).
+    /// A read of a loaded session is one lock round trip.
+    fn lock_loaded_now(&self) -> Result<Option<std::sync::MutexGuard<'_, State>>, Error> {
+        let mut state = self.lock();
+        if state.record.is_some() {
+            return Ok(Some(state));
+        }
+        let loaded = match self.incoming(&mut state) {
+            Some(handle) => match self.inner.config.store.load_now(handle) {
                 Some(answer) => answer?,
-                None => config.store.load(handle).await?,
+                None => return Ok(None),
             },
             None => None,
         };
+        self.install(&mut state, loaded);
+        Ok(Some(state))
+    }
+
+    /// Makes `loaded` the session's record when it is still within the
+    /// idle and absolute timeouts, else starts an empty one.
+    fn install(&self, state: &mut State, loaded: Option<Arc<Record>>) {
+        let config = &self.inner.config;
         let now = now_ms();
         let idle = config.idle.as_millis() as u64;
         let absolute = config.absolute.as_millis() as u64;
         let fresh = loaded.filter(|r| {
             now.saturating_sub(r.seen) <= idle && now.saturating_sub(r.created) <= absolute
         });
-        let mut state = self.lock();
-        if state.record.is_none() {
-            state.live = fresh.is_some();
-            let mut record = fresh.unwrap_or_default();
-            // Refresh the last use at most every quarter of the idle
-            // timeout: a save, not one per request.
-            if state.live && now.saturating_sub(record.seen) > idle / 4 {
-                Arc::make_mut(&mut record).seen = now;
-                state.changed = true;
-            }
-            state.record = Some(record);
+        state.live = fresh.is_some();
+        let mut record = fresh.unwrap_or_default();
+        // Refresh the last use at most every quarter of the idle
+        // timeout: a save, not one per request.
+        if state.live && now.saturating_sub(record.seen) > idle / 4 {
+            Arc::make_mut(&mut record).seen = now;
+            state.changed = true;
         }
-        Ok(())
+        state.record = Some(record);
     }
 
     /// The value under `key`, if any; a value of another shape is a `500`.
     pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
-        self.ensure().await?;
-        let state = self.lock();
-        match state.record.as_ref().and_then(|r| r.data.get(key)) {
+        let read = |state: &State| match state.record.as_ref().and_then(|r| r.data.get(key)) {
             Some(value) => Ok(Some(T::deserialize(value).map_err(Error::internal)?)),
             None => Ok(None),
+        };
+        if let Some(state) = self.lock_loaded_now()? {
+            return read(&state);
         }
+        self.ensure().await?;
+        read(&self.lock())
     }
 
     /// Sets `key` to `value`. Past the size limit the session is left as
@@ -456,7 +532,8 @@ impl Session {
             }
             (record.clone(), state.live, state.rotate, state.destroyed)
         };
-        let incoming = self.inner.incoming.as_deref();
+        let incoming = self.incoming_text();
+        let incoming = incoming.as_ref().map(CookieText::as_str);
         let mut jar = CookieJar::new();
         let cookie = |value: String| {
             Cookie::new(config.cookie_name.clone(), value)
@@ -536,7 +613,6 @@ mod tests {
         let session = Session {
             inner: Arc::new(Inner {
                 config: sessions.config.clone(),
-                incoming: None,
                 state: Mutex::new(State::default()),
             }),
         };

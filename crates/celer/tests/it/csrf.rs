@@ -11,7 +11,9 @@ use celer_test_support::run_tool;
 
 use crate::wire::{Served, curl};
 
-fn app() -> App {
+/// The app, with CSRF as middleware of its own or checked by the session
+/// middleware (`Sessions::csrf`): every test runs on both.
+fn app(fused: bool) -> App {
     async fn form(req: Request) -> Result<String, Error> {
         let token = celer::csrf::token(&req).await?;
         Ok(format!("token={token}"))
@@ -26,17 +28,16 @@ fn app() -> App {
     }
     let mut app = App::new();
     app.problem_details(true);
-    app.middleware(
-        Sessions::new(MemoryStore::new())
-            .cookie_name("sid")
-            .secure(false)
-            .layer(),
-    );
-    app.middleware(
-        celer::csrf::Csrf::new()
-            .allow_origin("https://partner.example")
-            .layer(),
-    );
+    let sessions = Sessions::new(MemoryStore::new())
+        .cookie_name("sid")
+        .secure(false);
+    let csrf = celer::csrf::Csrf::new().allow_origin("https://partner.example");
+    if fused {
+        app.middleware(sessions.csrf(&csrf).layer());
+    } else {
+        app.middleware(sessions.layer());
+        app.middleware(csrf.layer());
+    }
     app.get("/form", form);
     app.post("/form", post);
     app.delete("/thing", |_req: Request| async { "deleted" });
@@ -49,7 +50,12 @@ fn token_of(page: &str) -> String {
 
 #[tokio::test]
 async fn curl_posts_the_form_with_its_token() {
-    let served = Served::start(app()).await;
+    curl_posts_the_form_with_its_token_on(false).await;
+    curl_posts_the_form_with_its_token_on(true).await;
+}
+
+async fn curl_posts_the_form_with_its_token_on(fused: bool) {
+    let served = Served::start(app(fused)).await;
     let dir = tempfile::tempdir().unwrap();
     let jar = dir.path().join("cookies.txt");
     let jar = jar.to_str().unwrap();
@@ -107,7 +113,12 @@ async fn curl_posts_the_form_with_its_token() {
 
 #[tokio::test]
 async fn cross_site_and_cross_origin_are_refused_before_the_token() {
-    let served = Served::start(app()).await;
+    cross_site_and_cross_origin_are_refused_before_the_token_on(false).await;
+    cross_site_and_cross_origin_are_refused_before_the_token_on(true).await;
+}
+
+async fn cross_site_and_cross_origin_are_refused_before_the_token_on(fused: bool) {
+    let served = Served::start(app(fused)).await;
     let dir = tempfile::tempdir().unwrap();
     let jar = dir.path().join("cookies.txt");
     let jar = jar.to_str().unwrap();
@@ -179,7 +190,12 @@ async fn cross_site_and_cross_origin_are_refused_before_the_token() {
 
 #[tokio::test]
 async fn python_requests_sends_the_token_header() {
-    let served = Served::start(app()).await;
+    python_requests_sends_the_token_header_on(false).await;
+    python_requests_sends_the_token_header_on(true).await;
+}
+
+async fn python_requests_sends_the_token_header_on(fused: bool) {
+    let served = Served::start(app(fused)).await;
     let script = r#"
 import sys, requests
 base = sys.argv[1]
