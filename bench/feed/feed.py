@@ -145,7 +145,7 @@ class Feed(Scenario):
         "celer": Realtime(Celer("celer-cli", "celer", "CELER_BIN", lambda run, v, port: [
             "serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json",
             "--feed", f"small=file:{run.subst['ROOT']}/small.json", *listen(port), "--workers", "1",
-            "--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption",
+            *([] if v.endswith("-plain") else ["--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"]),
             "--max-connections", str(run.opts.conns + 2000)], cwd=".")),
         "go": Realtime(GoFeed()),
         "nginx": Realtime(NginxFeed("nginx-feed.conf.in")),
@@ -155,7 +155,9 @@ class Feed(Scenario):
              Case("conditional-wrk", variant="https", scheme="https"),
              Case("full-gzip-wrk", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
              Case("sse", variant="https", scheme="https", idle=True, servers=("celer",)),
-             Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer",))]
+             Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer",)),
+             Case("sse-plain", variant="http", scheme="http", idle=True, servers=("celer",)),
+             Case("sse-small-plain", variant="http", scheme="http", idle=True, servers=("celer",))]
     columns = FEED_COLUMNS
     head_paths = ()
     loadgen = FeedLoad()
@@ -191,7 +193,8 @@ class Feed(Scenario):
                 "rewriting doc.json --updates times and timing each subscriber's receipt of each version from "
                 "the write (p50, p99, max), the server's RSS per subscriber and CPU per delivery, a fresh "
                 "server each repeat; sse-small, the same with a 1.4 KiB document (/feeds/small): the fan-out's "
-                "own cost without 10,000 copies of 50 KiB to seal and send")
+                "own cost without 10,000 copies of 50 KiB to seal and send; sse-plain and sse-small-plain, "
+                "the same two over plain HTTP (the server started without a certificate)")
 
     def install(self, run):
         if not tool("wrk"):
@@ -304,11 +307,11 @@ class Feed(Scenario):
         for rep in range(1, o.repeats + 1):
             for label in labels:
                 key = (label, case.name)
-                run.start(key, self.cases[0])
+                run.start(key, case if case.scheme == "http" else self.cases[0])
                 time.sleep(1)
                 pid = run.pids[key].pid
-                feed = "small" if case.name == "sse-small" else "doc"
-                url = f"https://127.0.0.1:{run.ports[key]}/feeds/{feed}/events"
+                feed = "small" if case.name.startswith("sse-small") else "doc"
+                url = f"{case.scheme}://127.0.0.1:{run.ports[key]}/feeds/{feed}/events"
                 argv = ["timeout", "-k", "5", str(o.ramp + 60 + 12 * o.updates), "taskset", "-c", "1", *rt(run),
                         self.loadgen.exe, "bench", url, "-k", "-t", "1", "--sse", str(case.conns), "--sse-file",
                         os.path.join(run.subst["ROOT"], f"{feed}.json"), "--rounds", str(o.updates), "--ramp",
@@ -373,7 +376,7 @@ class Feed(Scenario):
                     verdict = "met" if c / p <= target else "NOT met"
                     out += (f"  {sc + suffix:<16} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x "
                             f"(target <= {target}x: {verdict})\n")
-        for name in ("sse", "sse-small"):
+        for name in ("sse", "sse-small", "sse-plain", "sse-small-plain"):
             sse = [r for r in rows if r["scenario"] == name]
             if not sse:
                 continue
