@@ -42,6 +42,13 @@ pub trait Transport: AsyncRead + AsyncWrite + Send + Unpin + 'static {
         Err(io::ErrorKind::WouldBlock.into())
     }
 
+    /// The connection waits, everything written flushed, for something
+    /// that may take minutes (a streaming response between events): the
+    /// transport may drop state it can make again when it next reads or
+    /// writes, so that thousands of such connections hold less. The
+    /// default does nothing; TLS drops its expanded record keys.
+    fn release_idle(&mut self) {}
+
     /// True when [`Transport::poll_send_file`] works: the engine then sends
     /// file bodies marked with [`SendFile`](crate::file::SendFile) from the
     /// kernel instead of reading them. The default is false.

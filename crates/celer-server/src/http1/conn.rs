@@ -436,6 +436,7 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
     /// takes one from the pool again.
     fn release_streaming(&mut self, feed: &Option<Feed>) {
         self.wbuf.release();
+        self.io.release_idle();
         let reading = feed.as_ref().is_some_and(|f| !f.stopped);
         if !reading && self.rbuf.is_empty() && self.rbuf.capacity() != 0 {
             bufio::give_buf(std::mem::take(&mut self.rbuf));

@@ -35,6 +35,7 @@ use std::ops::Range;
 
 use bytes::BytesMut;
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+use rustls::crypto::cipher::AeadKey;
 use rustls::{ConnectionTrafficSecrets, ContentType, Error, PeerMisbehaved};
 
 use crate::tls::record::{HEADER_LEN, MAX_FRAGMENT};
@@ -76,8 +77,15 @@ enum Framing {
 /// framing of the protocol version agreed. Sequence numbers are the
 /// caller's (`record::RecordLayer`).
 pub(crate) struct RecordKey {
-    /// ring's key, used with the nonces built here.
-    key: LessSafeKey,
+    /// ring's key, used with the nonces built here: expanded from `secret`
+    /// when a record needs it and dropped by [`RecordKey::release`], so a
+    /// connection that waits (an event stream between events) does not
+    /// hold its 560 bytes of key schedule and GHASH table.
+    key: Option<Box<LessSafeKey>>,
+    /// The traffic key's bytes as rustls handed them over (zeroed when
+    /// dropped), to expand again.
+    secret: AeadKey,
+    algorithm: &'static aead::Algorithm,
     /// The IV rustls hands over: the whole nonce XORed with the sequence
     /// number (for TLS 1.2 AES-GCM, the fixed IV then the explicit nonce's
     /// starting point).
@@ -90,7 +98,7 @@ impl std::fmt::Debug for RecordKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print keys.
         f.debug_struct("RecordKey")
-            .field("algorithm", self.key.algorithm())
+            .field("algorithm", self.algorithm)
             .field("framing", &self.framing)
             .finish_non_exhaustive()
     }
@@ -114,17 +122,45 @@ impl RecordKey {
             _ => return Err(Error::General("keys of an unknown AEAD".to_owned())),
         };
         let framing = if tls13 { Framing::Tls13 } else { framing };
-        let key = UnboundKey::new(algorithm, key.as_ref())
+        // Expanded now: a key of the wrong length fails here, not at the
+        // first record, and the connection's first records need it anyway.
+        let expanded = UnboundKey::new(algorithm, key.as_ref())
             .map_err(|_| Error::General("traffic key of the wrong length".to_owned()))?;
         let iv = iv
             .as_ref()
             .try_into()
             .map_err(|_| Error::General("traffic IV of the wrong length".to_owned()))?;
         Ok(RecordKey {
-            key: LessSafeKey::new(key),
+            key: Some(Box::new(LessSafeKey::new(expanded))),
+            secret: key,
+            algorithm,
             iv,
             framing,
         })
+    }
+
+    /// Drops the expanded key; the next record expands it again from the
+    /// traffic key's bytes (about a microsecond's work).
+    pub(crate) fn release(&mut self) {
+        self.key = None;
+    }
+
+    /// The expanded key, expanded again if it was released.
+    fn expanded(&mut self) -> &LessSafeKey {
+        let (algorithm, secret) = (self.algorithm, &self.secret);
+        self.key.get_or_insert_with(|| {
+            // `new` expanded these bytes once for this algorithm: the
+            // length is right.
+            let key = UnboundKey::new(algorithm, secret.as_ref())
+                .unwrap_or_else(|_| unreachable!("the traffic key was expanded once"));
+            Box::new(LessSafeKey::new(key))
+        })
+    }
+
+    /// Whether the expanded key is held (tests).
+    #[cfg(test)]
+    pub(crate) fn is_expanded(&self) -> bool {
+        self.key.is_some()
     }
 
     /// The nonce of record `seq`: the IV XOR the sequence number, as a
@@ -143,7 +179,7 @@ impl RecordKey {
     /// the plaintext `fill` appends (at most [`MAX_FRAGMENT`] bytes),
     /// encrypted where it lies, then the tag. On failure `out` is as it was.
     pub(crate) fn seal(
-        &self,
+        &mut self,
         seq: u64,
         typ: ContentType,
         out: &mut BytesMut,
@@ -191,7 +227,7 @@ impl RecordKey {
         };
         let nonce = Nonce::assume_unique_for_key(nonce);
         match self
-            .key
+            .expanded()
             .seal_in_place_separate_tag(nonce, Aad::from(aad), &mut out[body..])
         {
             Ok(tag) => {
@@ -210,7 +246,7 @@ impl RecordKey {
     /// lies in `record`. Refuses what rustls's decrypters refuse, with the
     /// same errors.
     pub(crate) fn open(
-        &self,
+        &mut self,
         seq: u64,
         record: &mut [u8],
     ) -> Result<(ContentType, Range<usize>), Error> {
@@ -239,7 +275,7 @@ impl RecordKey {
                 ];
                 let nonce = Nonce::assume_unique_for_key(self.nonce(seq));
                 let plain = self
-                    .key
+                    .expanded()
                     .open_in_place(nonce, Aad::from(aad), payload)
                     .map_err(|_| Error::DecryptError)?;
                 if plain.len() > MAX_FRAGMENT + 1 {
@@ -277,7 +313,7 @@ impl RecordKey {
                 // Opened where it lies, after the explicit nonce (rustls
                 // moves it to the front; the bytes are the same).
                 let plain = self
-                    .key
+                    .expanded()
                     .open_in_place(nonce, Aad::from(aad), &mut payload[EXPLICIT_NONCE_LEN..])
                     .map_err(|_| Error::DecryptError)?;
                 if plain.len() > MAX_FRAGMENT {
@@ -294,7 +330,7 @@ impl RecordKey {
                 tls12_aad(&mut aad, seq, typ, version, payload.len() - TAG_LEN);
                 let nonce = Nonce::assume_unique_for_key(self.nonce(seq));
                 let plain = self
-                    .key
+                    .expanded()
                     .open_in_place(nonce, Aad::from(aad), payload)
                     .map_err(|_| Error::DecryptError)?;
                 if plain.len() > MAX_FRAGMENT {

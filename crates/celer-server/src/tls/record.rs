@@ -196,6 +196,19 @@ impl RecordLayer {
         })
     }
 
+    /// Drops both directions' expanded keys while the connection waits
+    /// ([`RecordKey::release`]); the next record expands its own again.
+    pub(crate) fn release_keys(&mut self) {
+        self.read_key.release();
+        self.write_key.release();
+    }
+
+    /// Whether the two directions' keys are expanded (tests).
+    #[cfg(test)]
+    pub(crate) fn keys_expanded(&self) -> (bool, bool) {
+        (self.read_key.is_expanded(), self.write_key.is_expanded())
+    }
+
     /// Lowers the number of records sealed with one key (tests and the
     /// differential fuzz target reach it).
     #[cfg(any(test, feature = "fuzzing"))]

@@ -173,6 +173,12 @@ impl<I: Transport> TlsStream<I> {
         &self.info
     }
 
+    /// Whether the read and write keys are expanded (tests).
+    #[cfg(test)]
+    pub(crate) fn keys_expanded(&self) -> (bool, bool) {
+        self.records.keys_expanded()
+    }
+
     /// Lowers the number of records sealed with one key (tests and the
     /// differential fuzz target reach it).
     #[cfg(any(test, feature = "fuzzing"))]
@@ -473,6 +479,11 @@ impl<I: Transport> Transport for TlsStream<I> {
 
     fn has_unread_input(&self) -> bool {
         self.io.has_unread_input()
+    }
+
+    fn release_idle(&mut self) {
+        self.records.release_keys();
+        self.io.release_idle();
     }
 }
 

@@ -441,6 +441,42 @@ async fn requests_and_responses_round_trip_in_both_versions() {
     }
 }
 
+/// A connection that waits (an event stream between events) drops its
+/// expanded keys; the next record each way expands its key again, the
+/// same key, also across a key update.
+#[tokio::test]
+async fn released_keys_expand_again_for_the_next_record() {
+    for version in BOTH {
+        for chacha in [false, true] {
+            let (mut client, mut stream) =
+                connect_with(client_config(version, chacha), 64 * 1024).await;
+            for round in 0..4 {
+                let event = format!("event {round} over {version:?}");
+                stream.write_all(event.as_bytes()).await.unwrap();
+                stream.flush().await.unwrap();
+                Transport::release_idle(&mut stream);
+                assert_eq!(stream.keys_expanded(), (false, false));
+                assert_eq!(client.recv(event.len()).await.unwrap(), event.as_bytes());
+                let request = format!("request {round}");
+                if round == 2 && matches!(version, Version::Tls13) {
+                    // RFC 8446 §4.6.3: opened with the released read key
+                    // made again, then replaced by the next one.
+                    client.conn.refresh_traffic_keys().unwrap();
+                }
+                client.send(request.as_bytes()).await;
+                let mut got = vec![0; request.len()];
+                stream.read_exact(&mut got).await.unwrap();
+                assert_eq!(got, request.as_bytes());
+                assert!(stream.keys_expanded().0);
+            }
+            let last = b"after the last release";
+            stream.write_all(last).await.unwrap();
+            stream.flush().await.unwrap();
+            assert_eq!(client.recv(last.len()).await.unwrap(), last);
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_large_write_goes_out_as_full_records() {
     for version in BOTH {

@@ -159,8 +159,11 @@ const TYPES: [ContentType; 3] = [
 #[test]
 fn sealed_records_are_rustls_records_byte_for_byte() {
     for case in cases() {
-        let key = case.ours(7);
+        let mut key = case.ours(7);
         for seq in SEQS {
+            // A released key expands again to the same key.
+            key.release();
+            assert!(!key.is_expanded());
             for typ in TYPES {
                 for len in [0, 1, 140, 1000, MAX_FRAGMENT] {
                     let plain = pattern(len);
@@ -183,7 +186,7 @@ fn sealed_records_are_rustls_records_byte_for_byte() {
 #[test]
 fn records_open_both_ways() {
     for case in cases() {
-        let key = case.ours(7);
+        let mut key = case.ours(7);
         for seq in SEQS {
             for typ in TYPES {
                 let plain = pattern(333);
@@ -220,7 +223,7 @@ fn several_slices_fill_records_back_to_back_in_one_buffer() {
     let data: Vec<IoSlice<'_>> = slices.iter().map(|s| IoSlice::new(s)).collect();
     let whole = slices.concat();
     for case in cases() {
-        let key = case.ours(7);
+        let mut key = case.ours(7);
         let mut plaintext = Plaintext::new(&data);
         let mut out = BytesMut::new();
         let mut left = whole.len();
@@ -274,7 +277,7 @@ fn plaintext_stops_where_the_slices_end() {
 #[test]
 fn a_plaintext_over_a_record_is_refused_and_leaves_the_buffer() {
     for case in cases() {
-        let key = case.ours(7);
+        let mut key = case.ours(7);
         let mut out = BytesMut::from(&b"kept"[..]);
         let plain = pattern(MAX_FRAGMENT + 1);
         let sealed = key.seal(3, ContentType::ApplicationData, &mut out, |out| {
@@ -288,7 +291,7 @@ fn a_plaintext_over_a_record_is_refused_and_leaves_the_buffer() {
 #[test]
 fn a_record_changed_anywhere_fails_to_open() {
     for case in cases() {
-        let key = case.ours(7);
+        let mut key = case.ours(7);
         let sealed = rustls_seal(case, 9, ContentType::ApplicationData, b"hello");
         // The header's type and version are authenticated in TLS 1.2 (in
         // TLS 1.3 they are not read); every byte after them is.
@@ -340,7 +343,7 @@ fn tls13_record(inner: &[u8]) -> Vec<u8> {
 
 #[test]
 fn tls13_padding_is_stripped_and_a_record_of_zeros_refused() {
-    let key = cases()[0].ours(7);
+    let mut key = cases()[0].ours(7);
     // RFC 8446 §5.4: zeros after the type are padding.
     let mut record = tls13_record(b"hi\x17\0\0\0\0\0\0\0\0");
     let (typ, range) = key.open(5, &mut record).unwrap();
