@@ -19,11 +19,12 @@
 //! - `paired`: the `latency` scenario with every pool alive in one process
 //!   at once, in rounds: each round runs a batch of 50 jobs on each pool,
 //!   one pool after the other (the order rotated per round). The unloaded
-//!   hand-off is bimodal, a mode lasting from milliseconds to a whole
-//!   process (docs/decisions/121-dispatcher-hand-off-paired.md): pools
-//!   measured in separate runs or processes may land in different modes,
-//!   pools in one round almost always share one. Rows: each pool's p50 and
-//!   p99 over all its jobs; with `--rounds PATH`, each round's p50 per pool
+//!   hand-off is bimodal (docs/decisions/121-dispatcher-hand-off-paired.md):
+//!   a pool measured alone tends to stay in one mode for its whole run, so
+//!   the ratio of two such runs is mostly which mode each landed in; here
+//!   each pool's batches land in either mode over hundreds of rounds, under
+//!   the same conditions as the other pools'. Rows: each pool's p50 and
+//!   p99 over all its jobs; with `--rounds PATH`, each batch's p50
 //!   (for the per-mode figures of `bench/dispatcher/run`).
 
 use std::future::Future;
