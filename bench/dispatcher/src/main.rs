@@ -16,9 +16,13 @@
 //!   the window, hand-off latency of the jobs that ran, jobs refused, and the
 //!   peak backlog (accepted, not yet started), which is the queue's memory.
 //!   The dispatcher refuses at its bound (1024); the peers have no bound.
-//! - `paired`: the `latency` scenario with every pool alive in one process
-//!   at once, in rounds: each round runs a batch of 50 jobs on each pool,
-//!   one pool after the other (the order rotated per round). The unloaded
+//! - `paired`: the `latency` scenario for the dispatcher and
+//!   `spawn_blocking`, both alive in one process, in rounds: each round
+//!   runs a batch of 50 jobs on each, one after the other, the order
+//!   swapped every round (each pool follows the other as often as itself:
+//!   what ran just before changes the next batch's figures). Rayon is left
+//!   out: its idle worker yields its core for a while before it sleeps,
+//!   which would weigh on whichever pool came after it. The unloaded
 //!   hand-off is bimodal (docs/decisions/121-dispatcher-hand-off-paired.md):
 //!   a pool measured alone tends to stay in one mode for its whole run, so
 //!   the ratio of two such runs is mostly which mode each landed in; here
@@ -265,7 +269,7 @@ struct Batch {
 
 /// The `paired` scenario: `rounds` rounds of [`PAIRED_BATCH`] unloaded
 /// jobs on each pool, the pools one after the other, their order rotated
-/// per round; every batch.
+/// per round (with two pools: swapped); every batch.
 async fn paired(pools: &[(Kind, Pool)], rounds: usize) -> Vec<Batch> {
     let mut batches = Vec::with_capacity(rounds * pools.len());
     for round in 0..rounds {
@@ -379,8 +383,8 @@ fn main() {
                 pool.shutdown();
             }
         }
-        // Every pool at once, batches interleaved.
-        let pools: Vec<(Kind, Pool)> = KINDS
+        // The dispatcher and its peer at once, batches interleaved.
+        let pools: Vec<(Kind, Pool)> = [Kind::Celer, Kind::SpawnBlocking]
             .iter()
             .map(|&kind| (kind, Pool::new(kind, args.threads)))
             .collect();
@@ -465,6 +469,10 @@ fn summarize(rows: &[(Kind, &'static str, Outcome)]) {
         ];
         let celer: Vec<f64> = cols.iter().map(|f| med(Kind::Celer, *f)).collect();
         for kind in KINDS {
+            // `paired` leaves rayon out.
+            if !rows.iter().any(|(k, s, _)| *k == kind && *s == scenario) {
+                continue;
+            }
             let values: Vec<f64> = cols.iter().map(|f| med(kind, *f)).collect();
             let ratio = if kind == Kind::Celer {
                 String::new()

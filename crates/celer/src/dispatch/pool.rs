@@ -8,12 +8,6 @@
 //! the workers empty before they go idle, and wakes nobody. An idle worker
 //! sleeps at once rather than spin or yield its core: see
 //! docs/decisions/116-dispatcher-hand-off.md for the figures behind this.
-//!
-//! A worker that finds the queue empty after a job goes idle *before* it
-//! sends the job's reply: the submitter that reply wakes often runs before
-//! the worker is back asleep (always, on a core they share), and its next
-//! job then goes to the worker's place without a wake-up on either side
-//! (docs/decisions/121-dispatcher-hand-off-paired.md).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -136,20 +130,8 @@ struct Hand {
 
 /// A queued job: the work (which replies on its own channel) and its slot.
 struct Job {
-    /// Runs the job, calls its second argument once (the worker's
-    /// bookkeeping before the reply), then replies.
-    run: Box<dyn FnOnce(&Shared, &mut dyn FnMut()) + Send>,
+    run: Box<dyn FnOnce(&Shared) + Send>,
     slot: OwnedSemaphorePermit,
-}
-
-/// What a worker does next, decided under the queue's lock.
-enum Next {
-    /// Run this job from the queue.
-    Run(Job),
-    /// Wait at its place: it is on the idle list.
-    Wait,
-    /// End: the pool is closed and the queue empty.
-    Stop,
 }
 
 // ===== impl DispatcherBuilder =====
@@ -339,9 +321,7 @@ impl Dispatcher {
         T: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let run = Box::new(move |shared: &Shared, before_reply: &mut dyn FnMut()| {
-            shared.run(job, tx, before_reply);
-        });
+        let run = Box::new(move |shared: &Shared| shared.run(job, tx));
         self.owner.shared.push(Job { run, slot })?;
         // The sender is dropped unsent only when the job was abandoned, which
         // needs this receiver gone; a reply always comes otherwise.
@@ -380,60 +360,36 @@ impl Shared {
     /// be handed to it, until the pool is closed and the queue empty.
     fn work(&self, me: usize) {
         let worker = &self.workers[me];
-        let mut next = self.next_for(me);
         loop {
-            let Job { run, slot } = match next {
-                Next::Run(job) => job,
-                Next::Wait => match worker.wait() {
-                    Some(job) => job,
-                    None => return,
-                },
-                Next::Stop => return,
+            let job = {
+                let mut state = lock(&self.state);
+                if let Some(job) = state.jobs.pop_front() {
+                    self.queued.fetch_sub(1, Ordering::Relaxed);
+                    job
+                } else if state.closed {
+                    return;
+                } else {
+                    state.idle.push(me);
+                    drop(state);
+                    match worker.wait() {
+                        Some(job) => job,
+                        None => return,
+                    }
+                }
             };
-            // Before the reply: give the slot back, and take the next job
-            // or go idle, so that a submitter the reply wakes finds this
-            // worker on the idle list rather than busy.
-            let mut slot = Some(slot);
-            let mut after = None;
-            run(self, &mut || {
-                drop(slot.take());
-                after = Some(self.next_for(me));
-            });
-            next = after.unwrap_or_else(|| {
-                drop(slot);
-                self.next_for(me)
-            });
+            let Job { run, slot } = job;
+            run(self);
+            drop(slot);
         }
     }
 
-    /// Worker `me`'s next step: the oldest queued job; or, the queue empty,
-    /// the end when the pool is closed, else a place on the idle list.
-    fn next_for(&self, me: usize) -> Next {
-        let mut state = lock(&self.state);
-        if let Some(job) = state.jobs.pop_front() {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-            Next::Run(job)
-        } else if state.closed {
-            Next::Stop
-        } else {
-            state.idle.push(me);
-            Next::Wait
-        }
-    }
-
-    /// Runs one job unless its requester has gone, calls `before_reply`,
-    /// and replies.
-    fn run<F, T>(
-        &self,
-        job: F,
-        reply: oneshot::Sender<Result<T, DispatchError>>,
-        before_reply: &mut dyn FnMut(),
-    ) where
+    /// Runs one job unless its requester has gone, and replies.
+    fn run<F, T>(&self, job: F, reply: oneshot::Sender<Result<T, DispatchError>>)
+    where
         F: FnOnce() -> T,
     {
         if reply.is_closed() {
             self.abandoned.fetch_add(1, Ordering::Relaxed);
-            before_reply();
             return;
         }
         self.running.fetch_add(1, Ordering::Relaxed);
@@ -449,7 +405,6 @@ impl Shared {
                 .unwrap_or_else(|| "non-string panic payload".to_owned());
             DispatchError::new_panicked(message)
         });
-        before_reply();
         let _ = reply.send(value);
     }
 

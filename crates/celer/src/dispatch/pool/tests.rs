@@ -283,46 +283,7 @@ fn many_requesters_on_few_workers_get_every_value() {
     });
 }
 
-#[test]
-fn a_reply_comes_after_its_worker_is_idle_and_its_slot_free() {
-    use std::future::Future;
-    use std::task::{Context, Poll, Waker};
-    block_on(async {
-        // One worker, a queue of one: two slots.
-        let pool = Dispatcher::builder().threads(1).queue(1).build();
-        for _ in 0..1000 {
-            pool.dispatch(|| ()).await.unwrap();
-            // The worker went idle before it replied: the next job is
-            // handed to it, and a requester the reply woke never finds it
-            // busy with the job it has just been answered for.
-            assert_eq!(pool.idle(), 1);
-            // Its slot was given back before the reply too: a job held by
-            // the worker and one queued behind it both fit.
-            let (release, wait) = mpsc::channel::<()>();
-            let mut held = std::pin::pin!(pool.dispatch(move || {
-                let _ = wait.recv_timeout(DEADLINE);
-            }));
-            let mut queued = std::pin::pin!(pool.dispatch(|| ()));
-            let mut cx = Context::from_waker(Waker::noop());
-            assert!(held.as_mut().poll(&mut cx).is_pending());
-            if let Poll::Ready(answer) = queued.as_mut().poll(&mut cx) {
-                panic!("the queued job was answered at once: {answer:?}");
-            }
-            release.send(()).unwrap();
-            held.await.unwrap();
-            queued.await.unwrap();
-        }
-        assert_eq!(pool.stats().rejected, 0);
-        pool.shutdown();
-    });
-}
-
 impl Dispatcher {
-    /// Worker threads on the idle list now (for tests).
-    fn idle(&self) -> usize {
-        super::lock(&self.owner.shared.state).idle.len()
-    }
-
     /// Whether the queue is closed (for tests).
     fn dispatch_now_refused(&self) -> bool {
         super::lock(&self.owner.shared.state).closed
