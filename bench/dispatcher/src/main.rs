@@ -16,6 +16,20 @@
 //!   the window, hand-off latency of the jobs that ran, jobs refused, and the
 //!   peak backlog (accepted, not yet started), which is the queue's memory.
 //!   The dispatcher refuses at its bound (1024); the peers have no bound.
+//! - `paired`: the `latency` scenario for the dispatcher and
+//!   `spawn_blocking`, both alive in one process, in rounds: each round
+//!   runs a batch of 50 jobs on each, one after the other, the order
+//!   swapped every round (each pool follows the other as often as itself:
+//!   what ran just before changes the next batch's figures). Rayon is left
+//!   out: its idle worker yields its core for a while before it sleeps,
+//!   which would weigh on whichever pool came after it. The unloaded
+//!   hand-off is bimodal (docs/decisions/121-dispatcher-hand-off-paired.md):
+//!   a pool measured alone tends to stay in one mode for its whole run, so
+//!   the ratio of two such runs is mostly which mode each landed in; here
+//!   each pool's batches land in either mode over hundreds of rounds, under
+//!   the same conditions as the other pools'. Rows: each pool's p50 and
+//!   p99 over all its jobs; with `--rounds PATH`, each batch's p50
+//!   (for the per-mode figures of `bench/dispatcher/run`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +45,9 @@ const IN_FLIGHT: usize = 64;
 const OVERLOAD_WORK: Duration = Duration::from_micros(50);
 /// The dispatcher's queue bound in these runs.
 const QUEUE: usize = 1024;
+/// Jobs per pool per round of the `paired` scenario: a batch lasts some
+/// 100 µs, short beside the modes of the hand-off.
+const PAIRED_BATCH: usize = 50;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -240,6 +257,45 @@ async fn overload(pool: &Pool, threads: usize, window: Duration) -> Outcome {
     outcome(handoffs, started_in_window as f64 / elapsed, rejected, peak)
 }
 
+/// One pool's batch of one round of [`paired`].
+struct Batch {
+    round: usize,
+    kind: Kind,
+    /// The batch's hand-offs, in nanoseconds, sorted.
+    handoffs: Vec<u64>,
+    /// From its first submit to its last reply.
+    elapsed: Duration,
+}
+
+/// The `paired` scenario: `rounds` rounds of [`PAIRED_BATCH`] unloaded
+/// jobs on each pool, the pools one after the other, their order rotated
+/// per round (with two pools: swapped); every batch.
+async fn paired(pools: &[(Kind, Pool)], rounds: usize) -> Vec<Batch> {
+    let mut batches = Vec::with_capacity(rounds * pools.len());
+    for round in 0..rounds {
+        for i in 0..pools.len() {
+            let (kind, pool) = &pools[(round + i) % pools.len()];
+            let started = Arc::new(AtomicU64::new(0));
+            let mut handoffs = Vec::with_capacity(PAIRED_BATCH);
+            let begin = Instant::now();
+            for _ in 0..PAIRED_BATCH {
+                if let Some(ns) = pool.submit(Duration::ZERO, started.clone()).await {
+                    handoffs.push(ns);
+                }
+            }
+            let elapsed = begin.elapsed();
+            handoffs.sort_unstable();
+            batches.push(Batch {
+                round,
+                kind: *kind,
+                handoffs,
+                elapsed,
+            });
+        }
+    }
+    batches
+}
+
 struct Args {
     threads: usize,
     repeats: usize,
@@ -247,6 +303,8 @@ struct Args {
     /// runs made one repeat at a time, interleaved with another build.
     first: usize,
     quick: bool,
+    /// Where `paired`'s per-round p50s go (appended), if anywhere.
+    rounds: Option<String>,
 }
 
 fn args() -> Args {
@@ -255,6 +313,7 @@ fn args() -> Args {
         repeats: 5,
         first: 0,
         quick: false,
+        rounds: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -267,9 +326,10 @@ fn args() -> Args {
             }
             "--first" => args.first = it.next().and_then(|v| v.parse().ok()).expect("--first N"),
             "--quick" => args.quick = true,
+            "--rounds" => args.rounds = Some(it.next().expect("--rounds PATH")),
             other => {
                 eprintln!(
-                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick]"
+                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick] [--rounds PATH]"
                 );
                 std::process::exit(2);
             }
@@ -323,6 +383,60 @@ fn main() {
                 pool.shutdown();
             }
         }
+        // The dispatcher and its peer at once, batches interleaved.
+        let pools: Vec<(Kind, Pool)> = [Kind::Celer, Kind::SpawnBlocking]
+            .iter()
+            .map(|&kind| (kind, Pool::new(kind, args.threads)))
+            .collect();
+        let batches = rt.block_on(async {
+            for (_, pool) in &pools {
+                latency(pool, 200).await;
+            }
+            paired(&pools, latency_jobs / PAIRED_BATCH).await
+        });
+        for (kind, pool) in pools {
+            let mine: Vec<&Batch> = batches.iter().filter(|b| b.kind == kind).collect();
+            let handoffs: Vec<u64> = mine
+                .iter()
+                .flat_map(|b| b.handoffs.iter().copied())
+                .collect();
+            let elapsed: Duration = mine.iter().map(|b| b.elapsed).sum();
+            let out = outcome(
+                handoffs.clone(),
+                handoffs.len() as f64 / elapsed.as_secs_f64(),
+                0,
+                0,
+            );
+            println!(
+                "{repeat},{},paired,{:.0},{},{},0,0",
+                kind.name(),
+                out.jobs_per_sec,
+                out.p50_ns,
+                out.p99_ns
+            );
+            rows.push((kind, "paired", out));
+            if let Pool::Celer(pool) = pool {
+                pool.shutdown();
+            }
+        }
+        if let Some(path) = &args.rounds {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("open the --rounds file");
+            for b in &batches {
+                writeln!(
+                    file,
+                    "{repeat},{},{},{}",
+                    b.round,
+                    b.kind.name(),
+                    percentile(&b.handoffs, 0.5)
+                )
+                .expect("write the --rounds file");
+            }
+        }
     }
     summarize(&rows);
 }
@@ -337,7 +451,7 @@ fn summarize(rows: &[(Kind, &'static str, Outcome)]) {
         "{:<11} {:<15} {:>12} {:>9} {:>9} {:>9} {:>9}   medians; ratio celer/peer per column",
         "scenario", "pool", "jobs/s", "p50 µs", "p99 µs", "rejected", "backlog"
     );
-    for scenario in ["latency", "throughput", "overload"] {
+    for scenario in ["latency", "throughput", "overload", "paired"] {
         let med = |kind: Kind, f: &dyn Fn(&Outcome) -> f64| {
             median(
                 rows.iter()
@@ -355,6 +469,10 @@ fn summarize(rows: &[(Kind, &'static str, Outcome)]) {
         ];
         let celer: Vec<f64> = cols.iter().map(|f| med(Kind::Celer, *f)).collect();
         for kind in KINDS {
+            // `paired` leaves rayon out.
+            if !rows.iter().any(|(k, s, _)| *k == kind && *s == scenario) {
+                continue;
+            }
             let values: Vec<f64> = cols.iter().map(|f| med(kind, *f)).collect();
             let ratio = if kind == Kind::Celer {
                 String::new()

@@ -12,9 +12,13 @@
 //!   is a committed transaction (WAL, `synchronous = NORMAL`).
 //! - `submit-empty` and `submit-10k`: 10,000 submits of tasks due far in the
 //!   future (nothing runs) into an empty store and into one holding 10,000
-//!   queued tasks; the server's CPU per submit (its threads' utime+stime
-//!   from /proc, the client's thread excluded), also per server thread on
-//!   stderr. `--submit-cost PREFILL` runs one of these alone (for profiles).
+//!   queued tasks; the server's CPU per submit (its threads' time on a CPU
+//!   from /proc/self/task/*/schedstat, the client's thread excluded), also
+//!   per server thread on stderr. `submit-10k-finished`: the same into a
+//!   store holding 10,000 tasks that have run (an empty queue in a table
+//!   as large as `submit-10k`'s: the queue's length alone differs).
+//!   `--submit-cost PREFILL` (`--submit-cost-finished PREFILL`) runs one
+//!   of these alone, for profiles (see `perf_control`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -84,26 +88,54 @@ fn cpu_of(prefixes: &[&str]) -> f64 {
     cpu_by_thread(prefixes).values().sum()
 }
 
-/// CPU seconds (utime+stime) of this process's threads whose names start
-/// with one of `prefixes`, summed by thread name.
+/// CPU seconds of this process's threads whose names start with one of
+/// `prefixes`, summed by thread name: the scheduler's own count of each
+/// thread's time on a CPU (`/proc/self/task/*/schedstat`, nanoseconds),
+/// not the 10 ms ticks of `stat`'s utime+stime, which were ±1 µs per
+/// submit in a figure of 10,000 submits.
 fn cpu_by_thread(prefixes: &[&str]) -> std::collections::BTreeMap<String, f64> {
-    let ticks = 100.0; // USER_HZ on Linux.
     let mut by_name = std::collections::BTreeMap::new();
     for entry in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let name = &stat[open + 1..close];
+        let name = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        let name = name.trim_end();
         if !prefixes.iter().any(|p| name.starts_with(p)) {
             continue;
         }
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        let utime: f64 = fields[11].parse().unwrap_or(0.0);
-        let stime: f64 = fields[12].parse().unwrap_or(0.0);
-        *by_name.entry(name.to_owned()).or_insert(0.0) += (utime + stime) / ticks;
+        let schedstat = std::fs::read_to_string(entry.path().join("schedstat")).unwrap_or_default();
+        let ns: f64 = schedstat
+            .split(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        *by_name.entry(name.to_owned()).or_insert(0.0) += ns / 1e9;
     }
     by_name
+}
+
+/// For profiles of the measured part alone: with `TASKS_BENCH_PERF_CTL`
+/// and `TASKS_BENCH_PERF_ACK` naming `perf record --control
+/// fifo:CTL,ACK -D -1`'s two FIFOs, sends it `command` (`enable`,
+/// `disable`) and waits for its answer.
+fn perf_control(command: &str) {
+    let (Ok(ctl), Ok(ack)) = (
+        std::env::var("TASKS_BENCH_PERF_CTL"),
+        std::env::var("TASKS_BENCH_PERF_ACK"),
+    ) else {
+        return;
+    };
+    std::fs::write(&ctl, format!("{command}\n")).expect("write perf's control FIFO");
+    // perf keeps the FIFO open: one read, not one until its end.
+    let mut answer = [0u8; 16];
+    let n = std::io::Read::read(
+        &mut std::fs::File::open(&ack).expect("open perf's ack FIFO"),
+        &mut answer,
+    )
+    .expect("read perf's ack FIFO");
+    assert!(
+        answer[..n].starts_with(b"ack"),
+        "perf answered {:?}",
+        &answer[..n]
+    );
 }
 
 const SERVER_THREADS: [&str; 3] = ["srv", "celer-tasks", "celer-dispatch"];
@@ -205,25 +237,55 @@ fn e2e(client: &tokio::runtime::Runtime, n: usize) -> (f64, f64) {
 }
 
 const FUTURE: &str = r#"{"kind":"echo","input":{"value":null},"run_at":"2999-01-01T00:00:00Z"}"#;
+const NOW: &str = r#"{"kind":"echo","input":{"value":null}}"#;
 
-fn submit_cost(client: &tokio::runtime::Runtime, prefill: usize, n: usize) -> f64 {
+/// What the store holds before the measured submits.
+#[derive(Clone, Copy, Debug)]
+enum Prefill {
+    /// This many tasks queued (due far in the future).
+    Queued(usize),
+    /// This many tasks run and finished (`succeeded`), none queued: an
+    /// empty queue in a table as large as `Queued`'s.
+    Finished(usize),
+}
+
+impl std::fmt::Display for Prefill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Prefill::Queued(n) => write!(f, "{n} queued"),
+            Prefill::Finished(n) => write!(f, "{n} finished, none queued"),
+        }
+    }
+}
+
+fn submit_cost(client: &tokio::runtime::Runtime, prefill: Prefill, n: usize) -> f64 {
     let server = start_server();
     let addr = server.addr;
-    client.block_on(submit_all(addr, prefill, FUTURE));
+    match prefill {
+        Prefill::Queued(tasks) => client.block_on(submit_all(addr, tasks, FUTURE)),
+        Prefill::Finished(tasks) => client.block_on(async move {
+            submit_all(addr, tasks, NOW).await;
+            while succeeded(addr).await < tasks as u64 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }),
+    }
+    perf_control("enable");
     let before = cpu_by_thread(&SERVER_THREADS);
     client.block_on(submit_all(addr, n, FUTURE));
     let after = cpu_by_thread(&SERVER_THREADS);
+    perf_control("disable");
     server.stop();
     // Per server thread, on stderr: which of them a deeper queue costs.
     let per_thread: Vec<String> = after
         .iter()
         .map(|(name, cpu)| {
             let spent = cpu - before.get(name).copied().unwrap_or(0.0);
-            format!("{name} {:.1}", spent / n as f64 * 1e6)
+            format!("{name} {:.2}", spent / n as f64 * 1e6)
         })
         .collect();
     eprintln!(
-        "submit CPU after {prefill} queued, µs per submit by thread: {}",
+        "submit CPU after {prefill}, µs per submit by thread: {}",
         per_thread.join(", ")
     );
     let total: f64 = after.values().sum::<f64>() - before.values().sum::<f64>();
@@ -250,9 +312,16 @@ fn main() {
             // For profiles: one submit-cost run alone, into a store holding
             // PREFILL queued tasks (what grows with the queue shows as the
             // difference between two profiles).
-            "--submit-cost" => submit_cost_only = Some(args.next().unwrap().parse().unwrap()),
+            "--submit-cost" => {
+                submit_cost_only = Some(Prefill::Queued(args.next().unwrap().parse().unwrap()))
+            }
+            // The same after PREFILL tasks have run (an empty queue in a
+            // table of that size).
+            "--submit-cost-finished" => {
+                submit_cost_only = Some(Prefill::Finished(args.next().unwrap().parse().unwrap()))
+            }
             other => panic!(
-                "unknown argument {other}; usage: tasks-bench [--repeats N] [--tasks N] [--e2e-only] [--submit-cost PREFILL]"
+                "unknown argument {other}; usage: tasks-bench [--repeats N] [--tasks N] [--e2e-only] [--submit-cost PREFILL] [--submit-cost-finished PREFILL]"
             ),
         }
     }
@@ -264,11 +333,15 @@ fn main() {
     println!("repeat,scenario,value,unit");
     if let Some(prefill) = submit_cost_only {
         let cost = submit_cost(&client, prefill, SUBMITS);
-        println!("0,submit-after-{prefill},{cost:.1},server CPU µs per submit");
+        let name = match prefill {
+            Prefill::Queued(n) => format!("submit-after-{n}"),
+            Prefill::Finished(n) => format!("submit-after-{n}-finished"),
+        };
+        println!("0,{name},{cost:.2},server CPU µs per submit");
         return;
     }
-    let (mut rates, mut cpus, mut empty, mut full) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rates, mut cpus, mut empty, mut full, mut finished) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for repeat in 0..repeats {
         let (rate, cpu) = e2e(&client, n);
         println!("{repeat},e2e,{rate:.0},tasks/s");
@@ -278,12 +351,15 @@ fn main() {
         if e2e_only {
             continue;
         }
-        let cost_empty = submit_cost(&client, 0, SUBMITS);
-        println!("{repeat},submit-empty,{cost_empty:.1},server CPU µs per submit");
-        let cost_full = submit_cost(&client, 10_000, SUBMITS);
-        println!("{repeat},submit-10k,{cost_full:.1},server CPU µs per submit");
+        let cost_empty = submit_cost(&client, Prefill::Queued(0), SUBMITS);
+        println!("{repeat},submit-empty,{cost_empty:.2},server CPU µs per submit");
+        let cost_full = submit_cost(&client, Prefill::Queued(10_000), SUBMITS);
+        println!("{repeat},submit-10k,{cost_full:.2},server CPU µs per submit");
+        let cost_finished = submit_cost(&client, Prefill::Finished(10_000), SUBMITS);
+        println!("{repeat},submit-10k-finished,{cost_finished:.2},server CPU µs per submit");
         empty.push(cost_empty);
         full.push(cost_full);
+        finished.push(cost_finished);
     }
     eprintln!(
         "e2e no-op tasks ({n}, {CONNS} connections): {:.0} tasks/s, server CPU {:.1} µs per task (medians of {repeats})",
@@ -293,9 +369,11 @@ fn main() {
     if e2e_only {
         return;
     }
-    let (e, f) = (median(empty), median(full));
+    let (e, f, d) = (median(empty), median(full), median(finished));
     eprintln!(
-        "submit, server CPU: empty queue {e:.1} µs, 10,000 queued {f:.1} µs: ratio {:.2}",
-        f / e
+        "submit, server CPU: empty store {e:.2} µs, 10,000 queued {f:.2} µs: ratio {:.2}; \
+         empty queue with 10,000 finished {d:.2} µs: ratio {:.2}",
+        f / e,
+        f / d
     );
 }

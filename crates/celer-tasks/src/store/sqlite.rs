@@ -115,6 +115,20 @@ CREATE TABLE key_usage (
 );
 CREATE INDEX key_usage_window ON key_usage (key_id, at);
 ",
+    // 2: partial indexes (docs/decisions/122-task-partial-indexes.md):
+    // each index holds only the tasks its queries look for, so a submit
+    // writes the table, the queue's index and `tasks_kind`, and the tasks
+    // that have finished are in no index a submit or a claim touches.
+    "
+DROP INDEX tasks_due;
+CREATE INDEX tasks_due ON tasks (priority DESC, run_at, id) WHERE state = 'queued';
+DROP INDEX tasks_lease;
+CREATE INDEX tasks_lease ON tasks (lease_until) WHERE state = 'running';
+DROP INDEX tasks_finished;
+CREATE INDEX tasks_finished ON tasks (finished_at) WHERE finished_at IS NOT NULL;
+DROP INDEX tasks_key;
+CREATE INDEX tasks_key ON tasks (key_id, state) WHERE key_id IS NOT NULL;
+",
 ];
 
 /// The schema version this code writes (`PRAGMA user_version`): one per
@@ -134,6 +148,44 @@ macro_rules! columns {
 
 const COLUMNS: &str = columns!();
 const GET: &str = concat!("SELECT ", columns!(), " FROM tasks WHERE id = ?1");
+
+// The statements that look tasks up by state, lease, finish time or key:
+// each must search its partial index (`MIGRATIONS` 2), which holds only
+// the rows its `WHERE` names, never scan the table (checked by the test
+// `statements_search_their_partial_indexes`).
+
+/// The highest priority among queued tasks.
+const TOP_LEVEL: &str = "SELECT MAX(priority) FROM tasks WHERE state = 'queued'";
+/// The next priority level down.
+const NEXT_LEVEL: &str = "SELECT MAX(priority) FROM tasks WHERE state = 'queued' AND priority < ?1";
+/// Due tasks of one priority level.
+const DUE_AT_LEVEL: &str = "SELECT id FROM tasks WHERE state = 'queued' AND priority = ?3 \
+                            AND run_at <= ?1 ORDER BY run_at, id LIMIT ?2";
+/// Due tasks of every level from one down.
+const DUE_BELOW: &str = "SELECT id FROM tasks WHERE state = 'queued' AND priority <= ?3 \
+                         AND run_at <= ?1 ORDER BY priority DESC, run_at, id LIMIT ?2";
+/// The queue's length, counted at open.
+const COUNT_QUEUED: &str = "SELECT COUNT(*) FROM tasks WHERE state = 'queued'";
+/// Running tasks whose lease ran out.
+const EXPIRED: &str = "SELECT id FROM tasks WHERE state = 'running' AND lease_until < ?1 LIMIT ?2";
+/// Ends the expired attempts of tasks asked to cancel.
+const EXPIRED_CANCELLED: &str = "UPDATE tasks SET state = 'cancelled', finished_at = ?1, \
+     updated_at = ?1, lease_owner = NULL, lease_until = NULL \
+     WHERE state = 'running' AND lease_until < ?1 AND cancel_requested = 1";
+/// Ends the expired last attempts.
+const EXPIRED_DEAD: &str = "UPDATE tasks SET state = 'dead', finished_at = ?1, updated_at = ?1, \
+     lease_owner = NULL, lease_until = NULL, \
+     error = 'the lease of its last attempt ran out (the worker died or stalled)' \
+     WHERE state = 'running' AND lease_until < ?1 AND attempts >= max_attempts";
+/// Deletes tasks finished before a time.
+const PURGE_FINISHED: &str = "DELETE FROM tasks WHERE finished_at IS NOT NULL AND finished_at < ?1";
+/// The most recently finished tasks' wait and run times.
+const RECENT_TIMES: &str = "SELECT started_at - created_at, finished_at - started_at FROM tasks \
+     WHERE finished_at IS NOT NULL AND started_at IS NOT NULL \
+     ORDER BY finished_at DESC LIMIT ?1";
+/// An API key's queued and running tasks.
+const KEY_LIVE: &str =
+    "SELECT COUNT(*) FROM tasks WHERE key_id = ?1 AND state IN ('queued', 'running')";
 
 // By value: it is the argument of `map_err`.
 #[allow(clippy::needless_pass_by_value)]
@@ -229,9 +281,7 @@ fn key_refusal(
     }
     if let Some(limit) = q.max_concurrent {
         let live: i64 = conn
-            .prepare_cached(
-                "SELECT COUNT(*) FROM tasks WHERE key_id = ?1 AND state IN ('queued', 'running')",
-            )?
+            .prepare_cached(KEY_LIVE)?
             .query_row([key_id], |row| row.get(0))?;
         if live as u64 >= limit {
             // No telling when one ends: ask again in a second.
@@ -419,7 +469,7 @@ const DUE_LEVELS: usize = 16;
 /// as before, so the cost is never more than that pass and a few seeks.
 fn due_in(tx: &Connection, now: Millis, max: usize, ids: &mut Vec<TaskId>) -> rusqlite::Result<()> {
     let mut level: Option<i64> = tx
-        .prepare_cached("SELECT MAX(priority) FROM tasks WHERE state = 'queued'")?
+        .prepare_cached(TOP_LEVEL)?
         .query_row([], |row| row.get(0))?;
     let mut visited = 0;
     while let Some(priority) = level {
@@ -427,10 +477,7 @@ fn due_in(tx: &Connection, now: Millis, max: usize, ids: &mut Vec<TaskId>) -> ru
             return Ok(());
         }
         if visited == DUE_LEVELS {
-            let mut stmt = tx.prepare_cached(
-                "SELECT id FROM tasks WHERE state = 'queued' AND priority <= ?3 \
-                 AND run_at <= ?1 ORDER BY priority DESC, run_at, id LIMIT ?2",
-            )?;
+            let mut stmt = tx.prepare_cached(DUE_BELOW)?;
             let rows = stmt.query_map(params![now, (max - ids.len()) as i64, priority], |row| {
                 row.get(0)
             })?;
@@ -439,10 +486,7 @@ fn due_in(tx: &Connection, now: Millis, max: usize, ids: &mut Vec<TaskId>) -> ru
             }
             return Ok(());
         }
-        let mut stmt = tx.prepare_cached(
-            "SELECT id FROM tasks WHERE state = 'queued' AND priority = ?3 \
-             AND run_at <= ?1 ORDER BY run_at, id LIMIT ?2",
-        )?;
+        let mut stmt = tx.prepare_cached(DUE_AT_LEVEL)?;
         let rows = stmt.query_map(params![now, (max - ids.len()) as i64, priority], |row| {
             row.get(0)
         })?;
@@ -451,9 +495,7 @@ fn due_in(tx: &Connection, now: Millis, max: usize, ids: &mut Vec<TaskId>) -> ru
         }
         visited += 1;
         level = tx
-            .prepare_cached(
-                "SELECT MAX(priority) FROM tasks WHERE state = 'queued' AND priority < ?1",
-            )?
+            .prepare_cached(NEXT_LEVEL)?
             .query_row([priority], |row| row.get(0))?;
     }
     Ok(())
@@ -497,22 +539,28 @@ fn submit_in(
     if !room {
         return Ok(Submitted::QueueFull);
     }
-    exec(
-        tx,
-        "INSERT INTO tasks (kind, input, priority, run_at, timeout_ms, max_attempts, state, \
-             created_at, updated_at, key_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?7, ?8)",
-        params![
-            task.kind,
-            task.input,
-            task.priority,
-            task.run_at,
-            task.timeout_ms,
-            task.max_attempts,
-            now,
-            task.key_id
-        ],
-    )?;
-    let id = tx.last_insert_rowid();
+    // The insert gives the row back: no second read of it.
+    let created = tx
+        .prepare_cached(concat!(
+            "INSERT INTO tasks (kind, input, priority, run_at, timeout_ms, max_attempts, state, \
+             created_at, updated_at, key_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?7, ?8) \
+             RETURNING ",
+            columns!()
+        ))?
+        .query_row(
+            params![
+                task.kind,
+                task.input,
+                task.priority,
+                task.run_at,
+                task.timeout_ms,
+                task.max_attempts,
+                now,
+                task.key_id
+            ],
+            task_of,
+        )?;
+    let id = created.id;
     if let Some(key_id) = task.key_id {
         exec(
             tx,
@@ -527,7 +575,6 @@ fn submit_in(
             params![key, id, now.saturating_add(millis(key_ttl))],
         )?;
     }
-    let created = get_in(tx, id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
     Ok(Submitted::Created(created))
 }
 
@@ -569,11 +616,7 @@ impl SqliteStore {
         }
         migrate(&mut conn).map_err(db_err)?;
         let queued: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM tasks WHERE state = 'queued'",
-                [],
-                |row| row.get(0),
-            )
+            .query_row(COUNT_QUEUED, [], |row| row.get(0))
             .map_err(db_err)?;
         Ok(SqliteStore {
             conn: Mutex::new(conn),
@@ -814,13 +857,7 @@ impl Store for SqliteStore {
                 .entry(state)
                 .or_default() += n as u64;
         }
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT started_at - created_at, finished_at - started_at FROM tasks \
-                 WHERE finished_at IS NOT NULL AND started_at IS NOT NULL \
-                 ORDER BY finished_at DESC LIMIT ?1",
-            )
-            .map_err(db_err)?;
+        let mut stmt = conn.prepare_cached(RECENT_TIMES).map_err(db_err)?;
         let rows = stmt
             .query_map([window as i64], |row| {
                 Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
@@ -874,30 +911,11 @@ impl Store for SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_err)?;
         // Leases that ran out: the process holding them died or stalled.
-        exec(
-            &tx,
-            "UPDATE tasks SET state = 'cancelled', finished_at = ?1, updated_at = ?1, \
-             lease_owner = NULL, lease_until = NULL \
-             WHERE state = 'running' AND lease_until < ?1 AND cancel_requested = 1",
-            [now],
-        )
-        .map_err(db_err)?;
-        exec(
-            &tx,
-            "UPDATE tasks SET state = 'dead', finished_at = ?1, updated_at = ?1, \
-             lease_owner = NULL, lease_until = NULL, \
-             error = 'the lease of its last attempt ran out (the worker died or stalled)' \
-             WHERE state = 'running' AND lease_until < ?1 AND attempts >= max_attempts",
-            [now],
-        )
-        .map_err(db_err)?;
+        exec(&tx, EXPIRED_CANCELLED, [now]).map_err(db_err)?;
+        exec(&tx, EXPIRED_DEAD, [now]).map_err(db_err)?;
         let until = now.saturating_add(millis(lease));
         let mut ids: Vec<TaskId> = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT id FROM tasks WHERE state = 'running' AND lease_until < ?1 LIMIT ?2",
-                )
-                .map_err(db_err)?;
+            let mut stmt = tx.prepare_cached(EXPIRED).map_err(db_err)?;
             let rows = stmt
                 .query_map(params![now, max as i64], |row| row.get(0))
                 .map_err(db_err)?;
@@ -1032,12 +1050,7 @@ impl Store for SqliteStore {
     fn purge(&self, finished_before: Millis, now: Millis) -> Result<u64, StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(db_err)?;
-        let n = exec(
-            &tx,
-            "DELETE FROM tasks WHERE finished_at IS NOT NULL AND finished_at < ?1",
-            [finished_before],
-        )
-        .map_err(db_err)?;
+        let n = exec(&tx, PURGE_FINISHED, [finished_before]).map_err(db_err)?;
         exec(&tx, "DELETE FROM idempotency WHERE expires_at <= ?1", [now]).map_err(db_err)?;
         exec(
             &tx,
@@ -1051,5 +1064,57 @@ impl Store for SqliteStore {
 
     fn queued(&self) -> Result<u64, StoreError> {
         Ok(self.queued.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each statement that looks tasks up by state, lease, finish time or
+    /// key searches the partial index made for it: a query whose `WHERE`
+    /// does not imply the index's own is planned as a scan of the table,
+    /// which works, gives the same answers, and grows with the table.
+    #[test]
+    fn statements_search_their_partial_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path(), Durability::Process).unwrap();
+        let conn = store.conn();
+        // The count of the queue, once at open, reads the queue's index
+        // whole; every other statement seeks into its index.
+        for (sql, index, seek) in [
+            (TOP_LEVEL, "tasks_due", true),
+            (NEXT_LEVEL, "tasks_due", true),
+            (DUE_AT_LEVEL, "tasks_due", true),
+            (DUE_BELOW, "tasks_due", true),
+            (COUNT_QUEUED, "tasks_due", false),
+            (EXPIRED, "tasks_lease", true),
+            (EXPIRED_CANCELLED, "tasks_lease", true),
+            (EXPIRED_DEAD, "tasks_lease", true),
+            (PURGE_FINISHED, "tasks_finished", true),
+            (RECENT_TIMES, "tasks_finished", true),
+            (KEY_LIVE, "tasks_key", true),
+        ] {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let n = stmt.parameter_count();
+            let plan: Vec<String> = stmt
+                .query_map(
+                    rusqlite::params_from_iter(std::iter::repeat_n(1, n)),
+                    |row| row.get(3),
+                )
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            // One step, on the index: `SEARCH tasks USING [COVERING]
+            // INDEX tasks_due (…)`, or `SCAN …` for the count.
+            let [step] = plan.as_slice() else {
+                panic!("{sql}\nplanned as: {plan:?}");
+            };
+            let verb = if seek { "SEARCH" } else { "SCAN" };
+            let on_index = step.starts_with(&format!("{verb} tasks USING "))
+                && (step.contains(&format!("INDEX {index} "))
+                    || step.ends_with(&format!("INDEX {index}")));
+            assert!(on_index, "{sql}\nplanned as: {step}");
+        }
     }
 }
