@@ -871,9 +871,9 @@ async fn accept_loop<A, F, S>(
                 // The service is made after the handshake, so that its
                 // `ConnInfo` holds what the handshake agreed.
                 let (tls, config, make) = (tls.clone(), state.tls_config.clone(), make.clone());
-                tokio::spawn(async move {
-                    proto::tls(io, &tls, handshake, info, &*make, config, shutdown).await;
-                    drop(permit);
+                tokio::spawn(Holding {
+                    fut: proto::tls(io, tls, handshake, info, make, config, shutdown),
+                    _permit: permit,
                 });
             }
             _ if let Role::Gateway(gateway) = role => {
