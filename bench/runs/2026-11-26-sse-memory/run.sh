@@ -10,8 +10,8 @@ BEFORE=${1:?before binary}
 AFTER=${2:?after binary}
 OUT=bench/runs/2026-11-26-sse-memory
 ulimit -n "$(ulimit -Hn)"
-/work/fuzzrun/pause
-trap '/work/fuzzrun/resume' EXIT
+${BENCH_PAUSE:-true}
+trap '${BENCH_RESUME:-true}' EXIT
 echo "started $(date -u)"
 python3 bench/feed/sse_memory.py --celer "$BEFORE" --celer "$AFTER" --subscribers 10000 --repeats 3 \
     | tee "$OUT/sse_memory_plain.txt"
