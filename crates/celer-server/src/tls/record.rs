@@ -381,10 +381,15 @@ impl RecordLayer {
         Ok(Opened::Control)
     }
 
-    /// True when the TLS layer owes the client a record before more data
-    /// (see [`RecordLayer::seal_pending`]).
-    pub(crate) fn has_pending(&self) -> bool {
-        !self.write_closed && (self.alert_owed.is_some() || (self.tls13 && self.key_update_owed))
+    /// True when the TLS layer owes the client an alert it waits for (a
+    /// refused renegotiation's warning): sealed at once (see
+    /// [`RecordLayer::seal_pending`]). An owed key update is not: it goes
+    /// before our next application data record, so that any number of
+    /// requests while we are silent get one update (RFC 8446 §4.6.3), and a
+    /// client cannot make us seal key update after key update (rustls as a
+    /// client refuses more than 32 of them without data between).
+    pub(crate) fn owes_alert(&self) -> bool {
+        !self.write_closed && self.alert_owed.is_some()
     }
 
     /// True when [`RecordLayer::seal_pending`] has a record to seal: one

@@ -204,11 +204,11 @@ impl<I: Transport> TlsStream<I> {
             Ok(Opened::Control) => {
                 self.inbuf.advance(len);
                 // Nothing is owed once our close_notify or an alert is
-                // sealed (`has_pending` is false then).
-                if self.records.has_pending() {
-                    // An answer (our key update, a refused renegotiation):
-                    // sent now if the socket takes it, else before the next
-                    // write.
+                // sealed (`owes_alert` is false then).
+                if self.records.owes_alert() {
+                    // A refused renegotiation's warning: sent now if the
+                    // socket takes it, else before the next write. An owed
+                    // key update waits for our next data record.
                     if let Err(fatal) = self.records.seal_pending(held(&mut self.out)) {
                         return Err(self.fail(cx, fatal));
                     }

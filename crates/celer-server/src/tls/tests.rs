@@ -671,6 +671,33 @@ async fn key_update_requests_without_data_between_are_limited() {
     );
 }
 
+/// Found by the `tls_records` fuzz target: a client that asks for a key
+/// update before each of its records while the server sends nothing got an
+/// update per request, and rustls as the client refuses the 33rd update
+/// without application data between (`TooManyKeyUpdateRequests`). RFC
+/// 8446 §4.6.3: requests received while silent get one update, before the
+/// next application data.
+#[tokio::test]
+async fn key_update_requests_while_the_server_is_silent_get_one_update() {
+    let (mut client, mut stream) = connect(Version::Tls13, 1024 * 1024).await;
+    for round in 0..40 {
+        client.conn.refresh_traffic_keys().unwrap();
+        let msg = format!("request {round:02}");
+        client.send(msg.as_bytes()).await;
+        let mut got = [0; 10];
+        stream.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, msg.as_bytes());
+    }
+    stream.write_all(b"done").await.unwrap();
+    stream.flush().await.unwrap();
+    assert_eq!(client.recv(4).await.unwrap(), b"done");
+    // And the update went out: the client's next records still open.
+    client.send(b"after the update").await;
+    let mut got = [0; 16];
+    stream.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"after the update");
+}
+
 #[tokio::test]
 async fn key_updates_that_request_nothing_count_against_the_limit_too() {
     let (mut client, mut stream) = RawClient::connect().await;
