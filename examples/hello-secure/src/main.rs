@@ -77,7 +77,11 @@ fn app() -> App {
         next.run(req)
     });
     app.get("/plaintext", plaintext);
-    let sessions = || Sessions::new(store.clone()).cookie_name("sid").secure(false);
+    let sessions = || {
+        Sessions::new(store.clone())
+            .cookie_name("sid")
+            .secure(false)
+    };
     let csrf = Csrf::new();
     app.scope("/s", |s| {
         s.middleware(sessions().layer());
