@@ -2,7 +2,8 @@
 //! and the signed and encrypted value readers on hostile input. Nothing
 //! panics; the jar holds at most `MAX_COOKIES` pairs, each with a
 //! non-empty name free of `;` and edge whitespace; a value nobody signed
-//! or sealed never reads as present; what is signed reads back.
+//! or sealed never reads as present; what is signed reads back; a lookup
+//! by name agrees with the full parse.
 #![no_main]
 
 use celer::cookie::{
@@ -32,6 +33,10 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             for (name, value) in jar.iter() {
                 assert!(!name.is_empty() && !name.contains(';') && !value.contains(';'));
                 assert_eq!(name, name.trim_matches([' ', '\t']));
+                // The lookup by name (a scan for the name alone) finds
+                // what the full parse finds first under that name.
+                let first = jar.iter().find(|(n, _)| *n == name).map(|(_, v)| v);
+                assert_eq!(jar.get(name), first);
                 assert_eq!(jar.get_signed(&signing, name), None);
                 assert_eq!(jar.get_private(&sealing, name), None);
             }
