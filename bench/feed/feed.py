@@ -5,7 +5,9 @@ HTTPS keep-alive, conditional (If-None-Match, answered 304) and full (a
 (connections ramped during the warm-up, server CPU counted after it) and at
 1,000 with wrk; and the SSE fan-out latency of `celer bench --sse` (the
 bench rewrites the source file and times each subscriber's receipt of each
-version). It runs on bench/run's driver (pinning, interleaving, medians,
+version); and, over plain HTTP, celer beside the floor (bench/peers/ws-floor
+with --doc: the least user-space work a poll can take) for what the kernel
+alone costs at 10,000 connections. It runs on bench/run's driver (pinning, interleaving, medians,
 records), with this scenario added."""
 
 import gzip
@@ -18,12 +20,12 @@ import time
 from celerbench import proc
 from celerbench.driver import Case, fmt
 from celerbench.loadgen import Wrk
-from celerbench.peers import Celer, Nginx, cargo_build, listen, sh, tool
+from celerbench.peers import Celer, Nginx, WsFloor, cargo_build, listen, sh, tool
 from celerbench.scenarios import ERRORS, PINNED, WRK_COLUMNS, WRK_COLS, WRK_RATIOS, Scenario
 from celerbench.driver import medians_table, median
 
 # Where each server serves the document.
-PATHS = {"celer": "/feeds/doc", "go": "/doc.json", "nginx": "/doc.json"}
+PATHS = {"celer": "/feeds/doc", "go": "/doc.json", "nginx": "/doc.json", "floor": "/doc.json"}
 
 
 def document():
@@ -67,6 +69,15 @@ class NginxFeed(Nginx):
     a .gz made once), one worker, TLS; its template is in bench/feed/."""
 
     dir = "../feed"
+
+
+class FeedFloor(WsFloor):
+    """bench/peers/ws-floor with `--doc`: the polling loads' floor, plain HTTP
+    only (docs/decisions/130-polling-floor.md): one thread, raw epoll, each
+    request answered from one of three responses made at start."""
+
+    def argv(self, run, variant, port, dir_):
+        return super().argv(run, variant, port, dir_) + ["--doc", os.path.join(run.subst["ROOT"], "doc.json")]
 
 
 NAN = float("nan")
@@ -149,11 +160,15 @@ class Feed(Scenario):
             "--max-connections", str(run.opts.conns + 2000)], cwd=".")),
         "go": Realtime(GoFeed()),
         "nginx": Realtime(NginxFeed("nginx-feed.conf.in")),
+        "floor": Realtime(FeedFloor()),
     }
     cases = [Case("conditional", variant="https", scheme="https"),
              Case("full-gzip", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
              Case("conditional-wrk", variant="https", scheme="https"),
              Case("full-gzip-wrk", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
+             Case("conditional-plain", variant="http-plain", scheme="http", servers=("celer", "floor")),
+             Case("full-gzip-plain", variant="http-plain", scheme="http", headers=("Accept-Encoding: gzip",),
+                  servers=("celer", "floor")),
              Case("sse", variant="https", scheme="https", idle=True, servers=("celer",)),
              Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer",)),
              Case("sse-plain", variant="http", scheme="http", idle=True, servers=("celer",)),
@@ -264,7 +279,7 @@ class Feed(Scenario):
         return ["-k"]
 
     def load_argv(self, run, case, key, duration):
-        url = f"https://127.0.0.1:{run.ports[key]}{PATHS[key[0]]}"
+        url = f"{case.scheme}://127.0.0.1:{run.ports[key]}{PATHS[key[0]]}"
         headers = list(case.headers)
         if case.name.startswith("conditional"):
             headers.append(f"If-None-Match: {self.etags[key[0]]}")
@@ -352,7 +367,9 @@ class Feed(Scenario):
         for suffix, intro in (("", PINNED.format("celer bench") + ", HTTPS keep-alive (TLS 1.3, resumption off); "
                                    "connections opened during the warm-up, server CPU per request counted after it."),
                               ("-wrk", PINNED.format("wrk -t1") + ", HTTPS keep-alive (TLS 1.3, resumption off); "
-                                       "server CPU over the whole run (connections' handshakes included).")):
+                                       "server CPU over the whole run (connections' handshakes included)."),
+                              ("-plain", PINNED.format("celer bench") + ", plain HTTP keep-alive, celer and the floor "
+                                         "(bench/peers/ws-floor --doc); as the first table otherwise.")):
             part = [r for r in rows if r["scenario"] in ("conditional" + suffix, "full-gzip" + suffix)]
             if part:
                 conns = part[0]["connections"]
@@ -376,6 +393,17 @@ class Feed(Scenario):
                     verdict = "met" if c / p <= target else "NOT met"
                     out += (f"  {sc + suffix:<16} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x "
                             f"(target <= {target}x: {verdict})\n")
+        floor_lines = ""
+        for sc in ("conditional", "full-gzip"):
+            f, g, c = med(sc + "-plain", "floor"), med(sc, "go"), med(sc + "-plain", "celer")
+            if f == f and g == g and g > 0:
+                floor_lines += (f"  {sc:<16} floor over plain HTTP / Go over HTTPS: {f:.2f} / {g:.2f} us = {f / g:.2f}x "
+                                f"({'below' if f / g <= 0.33 else 'ABOVE'} the 0.33x target)\n")
+            if f == f and c == c and f > 0:
+                floor_lines += f"  {sc + '-plain':<16} celer/floor, both plain HTTP: {c:.2f} / {f:.2f} us = {c / f:.2f}x\n"
+        if floor_lines:
+            out += ("The floor (decision 130): no server answering over HTTPS can spend less than the floor does "
+                    "over plain HTTP with the same system calls:\n" + floor_lines)
         for name in ("sse", "sse-small", "sse-plain", "sse-small-plain"):
             sse = [r for r in rows if r["scenario"] == name]
             if not sse:
@@ -399,13 +427,16 @@ class Feed(Scenario):
                     f"{'met' if per <= 4096 else 'NOT met'})\n")
         return out
 
+    def case(self, name):
+        return next(c for c in self.cases if c.name == name)
+
     def describe(self, run):
         o = run.opts
         return (f"Each run: {o.duration} s measured; {o.repeats} interleaved repeat(s); servers pinned to CPU 0 "
                 "(`taskset -c 0`; nginx master and worker both), the load generator to CPU 1. Method: "
-                f"bench/README.md. conditional and full-gzip: `celer bench -t1 -c{self.cases[0].conns}` over HTTPS "
-                f"(TLS 1.3, ECDSA P-256), keep-alive, connections opened over {o.ramp} s within a {o.warmup} s "
+                f"bench/README.md. conditional and full-gzip: `celer bench -t1 -c{self.case('conditional').conns}` over HTTPS "
+                f"(TLS 1.3, ECDSA P-256), keep-alive (the -plain loads: the same over plain HTTP, celer and the floor), connections opened over {o.ramp} s within a {o.warmup} s "
                 "warm-up (each sends its first request when the ramp ends), server CPU from /proc (`--pid --pid-tree`) after the warm-up; the -wrk loads: "
-                f"`wrk -t1 -c{self.cases[2].conns}`, server CPU over the whole run. The document is a 50 KiB "
-                f"JSON file (gzip: about 4.5 KiB). sse: {self.cases[4].conns} subscribers, {o.updates} updates "
+                f"`wrk -t1 -c{self.case('conditional-wrk').conns}`, server CPU over the whole run. The document is a 50 KiB "
+                f"JSON file (gzip: about 4.5 KiB). sse: {self.case('sse').conns} subscribers, {o.updates} updates "
                 "per repeat, the bench writing the file (rename over it) with its CLOCK_REALTIME in a field.")

@@ -14,7 +14,14 @@
 //! it either); subprotocols and permessage-deflate offers are ignored (the
 //! 101 names none, RFC 6455 section 4.2.2); close reasons are not checked.
 //!
-//! peer-ws-floor PORT
+//! With `--doc FILE` it is also the floor of `bench/run feed`'s polling
+//! loads: `GET /doc.json` answered from three responses made once at start
+//! (`304` when `If-None-Match` names the file's ETag, the `FILE.gz` copy when
+//! `Accept-Encoding` offers gzip and the copy exists, else the file), on a
+//! keep-alive connection, one `send` per readable batch
+//! (docs/decisions/130-polling-floor.md).
+//!
+//! peer-ws-floor PORT [--doc FILE]
 
 use std::io;
 
@@ -62,11 +69,27 @@ mod status {
     pub const TOO_BIG: u16 = 1009;
 }
 
-/// What a connection serves once upgraded.
+/// What a connection serves once upgraded (or, for `/doc.json`, once its
+/// first request is answered).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Route {
     Echo,
     Broadcast,
+    /// Plain HTTP/1.1 requests for the document, one after another.
+    Document,
+}
+
+/// The document of `--doc`: its three answers, made once.
+struct Doc {
+    /// Its ETag (quotes included) and its gzip copy's.
+    etag: String,
+    gz_etag: String,
+    /// `304 Not Modified`, for either ETag.
+    not_modified: Vec<u8>,
+    gz_not_modified: Vec<u8>,
+    /// `200` with the file, and with its gzip copy (if there is one).
+    full: Vec<u8>,
+    gzip: Option<Vec<u8>>,
 }
 
 /// A connection's state.
@@ -109,17 +132,32 @@ struct Server {
     fanout: Vec<u8>,
     /// Subscribers whose socket failed during a broadcast.
     dead: Vec<i32>,
+    /// The document of `--doc`.
+    doc: Option<Doc>,
 }
 
 fn main() {
-    let port: u16 = match std::env::args().nth(1).map(|p| p.parse()) {
-        Some(Ok(port)) => port,
-        _ => {
-            eprintln!("usage: peer-ws-floor PORT");
-            std::process::exit(2);
-        }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = || -> ! {
+        eprintln!("usage: peer-ws-floor PORT [--doc FILE]");
+        std::process::exit(2);
     };
-    match Server::new(port) {
+    let port: u16 = match args.first().map(|p| p.parse()) {
+        Some(Ok(port)) => port,
+        _ => usage(),
+    };
+    let doc = match &args[1..] {
+        [] => None,
+        [flag, file] if flag == "--doc" => match Doc::load(file) {
+            Ok(doc) => Some(doc),
+            Err(e) => {
+                eprintln!("peer-ws-floor: cannot read --doc {file}: {e}");
+                std::process::exit(1);
+            }
+        },
+        _ => usage(),
+    };
+    match Server::new(port, doc) {
         Ok(mut server) => {
             eprintln!(
                 "peer-ws-floor listening on 127.0.0.1:{port} (at most {} connections)",
@@ -151,7 +189,7 @@ fn errno() -> i32 {
 }
 
 impl Server {
-    fn new(port: u16) -> io::Result<Server> {
+    fn new(port: u16, doc: Option<Doc>) -> io::Result<Server> {
         // The open-file limit up to its hard limit; the connection limit
         // stays below it, so that `accept` never fails for want of one.
         let mut lim = libc::rlimit {
@@ -221,6 +259,7 @@ impl Server {
             reply: Vec::with_capacity(READ_BYTES),
             fanout: Vec::with_capacity(READ_BYTES),
             dead: Vec::new(),
+            doc,
         })
     }
 
@@ -331,8 +370,10 @@ impl Server {
             read,
             reply,
             fanout,
+            doc,
             ..
         } = self;
+        let doc = doc.as_ref();
         let Some(conn) = conns.get_mut(fd as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -360,14 +401,14 @@ impl Server {
             }
             let n = n as usize;
             let parsed = if conn.pending.is_empty() {
-                let parsed = parse(&mut conn.route, &read[..n], reply, fanout);
+                let parsed = parse(&mut conn.route, &read[..n], reply, fanout, doc);
                 if let Parsed::More(at) = parsed {
                     conn.pending.extend_from_slice(&read[at..n]);
                 }
                 parsed
             } else {
                 conn.pending.extend_from_slice(&read[..n]);
-                let parsed = parse(&mut conn.route, &conn.pending, reply, fanout);
+                let parsed = parse(&mut conn.route, &conn.pending, reply, fanout, doc);
                 if let Parsed::More(at) = parsed {
                     conn.pending.drain(..at);
                 }
@@ -500,31 +541,41 @@ fn send_or_queue(fd: i32, conn: &mut Conn, bytes: &[u8]) -> bool {
 
 /// Parses the upgrade request (until `route` is set) and then frames,
 /// appending echoes and control replies to `reply` and broadcast frames to
-/// `fanout`.
+/// `fanout`; or, on a document connection, answers every complete request.
 fn parse(
     route: &mut Option<Route>,
     data: &[u8],
     reply: &mut Vec<u8>,
     fanout: &mut Vec<u8>,
+    doc: Option<&Doc>,
 ) -> Parsed {
     let mut at = 0;
-    if route.is_none() {
-        let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") else {
-            if data.len() > MAX_HEAD_BYTES {
+    while route.is_none() || *route == Some(Route::Document) {
+        let d = &data[at..];
+        let Some(end) = d.windows(4).position(|w| w == b"\r\n\r\n") else {
+            if d.len() > MAX_HEAD_BYTES {
                 reply.extend_from_slice(TOO_LARGE);
                 return Parsed::Close;
             }
-            return Parsed::More(0);
+            return Parsed::More(at);
         };
         if end > MAX_HEAD_BYTES {
             reply.extend_from_slice(TOO_LARGE);
             return Parsed::Close;
         }
-        match upgrade(&data[..end], reply) {
+        let head = &d[..end];
+        at += end + 4;
+        if let Some(doc) = doc.filter(|_| route.is_some() || is_document(head)) {
+            if !doc.answer(head, reply) {
+                return Parsed::Close;
+            }
+            *route = Some(Route::Document);
+            continue;
+        }
+        match upgrade(head, reply) {
             Some(r) => *route = Some(r),
             None => return Parsed::Close,
         }
-        at = end + 4;
     }
     let echo = *route == Some(Route::Echo);
     loop {
@@ -619,6 +670,149 @@ fn parse(
             }
         }
         at += head + len;
+    }
+}
+
+/// Whether a first request head asks for `/doc.json` (any method: the
+/// document's answers refuse all but GET and HEAD).
+fn is_document(head: &[u8]) -> bool {
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    parts.next();
+    parts
+        .next()
+        .is_some_and(|target| target.split(|&b| b == b'?').next() == Some(b"/doc.json"))
+}
+
+impl Doc {
+    /// Reads `file` and, if it exists, `file.gz`, and makes the answers.
+    fn load(file: &str) -> io::Result<Doc> {
+        let body = std::fs::read(file)?;
+        let gz = match std::fs::read(format!("{file}.gz")) {
+            Ok(gz) => Some(gz),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        // A strong ETag from the content (FNV-1a, 64 bits): equal files
+        // get equal tags; the gzip copy's differs (RFC 9110 section 8.8.3).
+        let hash = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let etag = format!("\"{hash:016x}\"");
+        let gz_etag = format!("\"{hash:016x}-gz\"");
+        let head = |status: &str, etag: &str, extra: &str| {
+            format!(
+                "HTTP/1.1 {status}\r\nETag: {etag}\r\nCache-Control: max-age=1\r\nVary: Accept-Encoding\r\n{extra}"
+            )
+            .into_bytes()
+        };
+        let with_body = |etag: &str, coding: &str, bytes: &[u8]| {
+            let mut out = head(
+                "200 OK",
+                etag,
+                &format!(
+                    "Content-Type: application/json\r\n{coding}Content-Length: {}\r\n\r\n",
+                    bytes.len()
+                ),
+            );
+            out.extend_from_slice(bytes);
+            out
+        };
+        Ok(Doc {
+            not_modified: head("304 Not Modified", &etag, "\r\n"),
+            gz_not_modified: head("304 Not Modified", &gz_etag, "\r\n"),
+            full: with_body(&etag, "", &body),
+            gzip: gz
+                .as_deref()
+                .map(|gz| with_body(&gz_etag, "Content-Encoding: gzip\r\n", gz)),
+            etag,
+            gz_etag,
+        })
+    }
+
+    /// Appends the answer to one request head (without its blank line);
+    /// false when the connection is to close after it.
+    fn answer(&self, head: &[u8], reply: &mut Vec<u8>) -> bool {
+        let refuse = |reply: &mut Vec<u8>, status: &str| {
+            reply.extend_from_slice(
+                format!("HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+                    .as_bytes(),
+            );
+            false
+        };
+        let mut lines = head
+            .split(|&b| b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+        let line = lines.next().unwrap_or_default();
+        let mut parts = line.split(|&b| b == b' ');
+        let (method, target, version) = (parts.next(), parts.next(), parts.next());
+        if version != Some(b"HTTP/1.1".as_slice()) || parts.next().is_some() {
+            return refuse(reply, "400 Bad Request");
+        }
+        let target = target.unwrap_or_default();
+        if target.split(|&b| b == b'?').next() != Some(b"/doc.json".as_slice()) {
+            return refuse(reply, "404 Not Found");
+        }
+        let head_only = match method {
+            Some(b"GET") => false,
+            Some(b"HEAD") => true,
+            _ => return refuse(reply, "405 Method Not Allowed"),
+        };
+        let (mut inm, mut gzip, mut keep) = (None, false, true);
+        for line in lines {
+            let Some(colon) = line.iter().position(|&b| b == b':') else {
+                return refuse(reply, "400 Bad Request");
+            };
+            let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+            let tokens = || value.split(|&b| b == b',').map(<[u8]>::trim_ascii);
+            if name.eq_ignore_ascii_case(b"if-none-match") {
+                inm = Some(value);
+            } else if name.eq_ignore_ascii_case(b"accept-encoding") {
+                // RFC 9110 section 12.5.3: `gzip`, unless given q=0.
+                gzip |= tokens().any(|t| {
+                    let mut p = t.split(|&b| b == b';').map(<[u8]>::trim_ascii);
+                    p.next().is_some_and(|c| c.eq_ignore_ascii_case(b"gzip"))
+                        && !p.any(|q| {
+                            q == b"q=0" || q == b"q=0.0" || q == b"q=0.00" || q == b"q=0.000"
+                        })
+                });
+            } else if name.eq_ignore_ascii_case(b"connection") {
+                keep &= !tokens().any(|t| t.eq_ignore_ascii_case(b"close"));
+            } else if name.eq_ignore_ascii_case(b"content-length") && value != b"0"
+                || name.eq_ignore_ascii_case(b"transfer-encoding")
+            {
+                // A floor reads no request bodies.
+                return refuse(reply, "400 Bad Request");
+            }
+        }
+        // RFC 9110 section 13.1.2: weak comparison, `*` matches.
+        let names = |etag: &str| {
+            inm.is_some_and(|v| {
+                v.split(|&b| b == b',')
+                    .map(<[u8]>::trim_ascii)
+                    .any(|t| t == b"*" || t.strip_prefix(b"W/").unwrap_or(t) == etag.as_bytes())
+            })
+        };
+        let answer: &[u8] = if names(&self.etag) {
+            &self.not_modified
+        } else if names(&self.gz_etag) {
+            &self.gz_not_modified
+        } else {
+            match (&self.gzip, gzip) {
+                (Some(gz), true) => gz,
+                _ => &self.full,
+            }
+        };
+        if head_only {
+            let end = answer
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .map_or(answer.len(), |e| e + 4);
+            reply.extend_from_slice(&answer[..end]);
+        } else {
+            reply.extend_from_slice(answer);
+        }
+        keep
     }
 }
 

@@ -23,12 +23,17 @@ impl Drop for Floor {
 }
 
 fn start() -> Floor {
+    start_with(&[])
+}
+
+fn start_with(args: &[&str]) -> Floor {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
     let child = Command::new(env!("CARGO_BIN_EXE_peer-ws-floor"))
         .arg(port.to_string())
+        .args(args)
         .stderr(Stdio::null())
         .spawn()
         .expect("the floor starts");
@@ -234,4 +239,164 @@ fn bad_upgrades_get_an_http_status() {
     let mut long = b"GET /echo HTTP/1.1\r\n".to_vec();
     long.extend(b"X-Filler: 0123456789abcdef\r\n".repeat(300));
     assert!(head(&mut s, &long).starts_with("HTTP/1.1 431 "));
+}
+
+/// A document for `--doc` and its gzip copy, in a directory of their own.
+fn doc_files(tag: &str) -> (std::path::PathBuf, Vec<u8>, Vec<u8>) {
+    let dir = std::env::temp_dir().join(format!("ws-floor-doc-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let body = b"{\"rows\":[1,2,3]}".to_vec();
+    // Any bytes do for the copy: the floor serves it as it is.
+    let gz = b"\x1f\x8bnot-really-gzip".to_vec();
+    std::fs::write(dir.join("doc.json"), &body).expect("write the document");
+    std::fs::write(dir.join("doc.json.gz"), &gz).expect("write its copy");
+    (dir, body, gz)
+}
+
+/// Reads one response: its head, then Content-Length bytes of body
+/// (none for a 304 or when `head_only`).
+fn response(s: &mut TcpStream, head_only: bool) -> (String, Vec<u8>) {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => got.push(byte[0]),
+            other => panic!("head cut short after {got:?}: {other:?}"),
+        }
+    }
+    let head = String::from_utf8(got).expect("ASCII head");
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .map_or(0, |n| n.trim().parse().expect("a length"));
+    let mut body = vec![
+        0u8;
+        if head_only || head.contains(" 304 ") {
+            0
+        } else {
+            len
+        }
+    ];
+    s.read_exact(&mut body).expect("the body");
+    (head, body)
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// `--doc`: the file, its gzip copy when offered gzip, 304 for either
+/// ETag, HEAD without a body, all on one keep-alive connection, pipelined.
+#[test]
+fn document_answers_polls_on_one_connection() {
+    let (dir, body, gz) = doc_files("polls");
+    let file = dir.join("doc.json");
+    let floor = start_with(&["--doc", file.to_str().expect("a UTF-8 path")]);
+    let mut s = connect(&floor);
+    s.write_all(b"GET /doc.json HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    let (head, got) = response(&mut s, false);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(got, body);
+    assert_eq!(header(&head, "content-encoding"), None);
+    let etag = header(&head, "etag").expect("an ETag").to_owned();
+
+    // Three requests in one write: gzip, conditional, HEAD.
+    let three = format!(
+        "GET /doc.json?x=1 HTTP/1.1\r\nHost: x\r\nAccept-Encoding: br, gzip;q=0.5\r\n\r\n\
+         GET /doc.json HTTP/1.1\r\nHost: x\r\nIf-None-Match: W/{etag}\r\n\r\n\
+         HEAD /doc.json HTTP/1.1\r\nHost: x\r\n\r\n"
+    );
+    s.write_all(three.as_bytes()).expect("write");
+    let (head, got) = response(&mut s, false);
+    assert_eq!(header(&head, "content-encoding"), Some("gzip"), "{head}");
+    assert_eq!(got, gz);
+    let gz_etag = header(&head, "etag").expect("an ETag").to_owned();
+    assert_ne!(gz_etag, etag, "the gzip copy has an ETag of its own");
+    let (head, got) = response(&mut s, false);
+    assert!(head.starts_with("HTTP/1.1 304 "), "{head}");
+    assert_eq!(header(&head, "etag"), Some(etag.as_str()));
+    assert!(got.is_empty());
+    let (head, _) = response(&mut s, true);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(
+        header(&head, "content-length"),
+        Some(body.len().to_string().as_str())
+    );
+
+    // gzip refused with q=0 gets the file; the copy's ETag gets a 304.
+    let two = format!(
+        "GET /doc.json HTTP/1.1\r\nAccept-Encoding: gzip;q=0\r\n\r\n\
+         GET /doc.json HTTP/1.1\r\nIf-None-Match: \"other\", {gz_etag}\r\n\r\n"
+    );
+    s.write_all(two.as_bytes()).expect("write");
+    let (head, got) = response(&mut s, false);
+    assert_eq!(header(&head, "content-encoding"), None, "{head}");
+    assert_eq!(got, body);
+    let (head, _) = response(&mut s, false);
+    assert!(head.starts_with("HTTP/1.1 304 "), "{head}");
+    assert_eq!(header(&head, "etag"), Some(gz_etag.as_str()));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--doc`: what the floor does not serve is refused and the connection
+/// closed; `Connection: close` is honoured after the answer; WebSocket
+/// paths still upgrade beside it.
+#[test]
+fn document_refusals_and_close() {
+    let (dir, body, _) = doc_files("refusals");
+    let file = dir.join("doc.json");
+    let floor = start_with(&["--doc", file.to_str().expect("a UTF-8 path")]);
+    let ended = |s: &mut TcpStream| {
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).expect("the close");
+        rest.is_empty()
+    };
+    for (request, status) in [
+        (
+            "POST /doc.json HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "405",
+        ),
+        (
+            "GET /doc.json HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+            "400",
+        ),
+        ("GET /doc.json HTTP/1.0\r\n\r\n", "400"),
+        ("GET /doc.json HTTP/1.1\r\nno colon here\r\n\r\n", "400"),
+    ] {
+        let mut s = connect(&floor);
+        let got = head(&mut s, request.as_bytes());
+        assert!(
+            got.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{request:?}: {got}"
+        );
+        assert!(ended(&mut s), "{request:?}: closed after the refusal");
+    }
+    // A document connection asking for another path afterwards.
+    let mut s = connect(&floor);
+    s.write_all(b"GET /doc.json HTTP/1.1\r\n\r\nGET /other HTTP/1.1\r\n\r\n")
+        .expect("write");
+    let (head_ok, got) = response(&mut s, false);
+    assert!(head_ok.starts_with("HTTP/1.1 200 "), "{head_ok}");
+    assert_eq!(got, body);
+    let (head_404, _) = response(&mut s, false);
+    assert!(head_404.starts_with("HTTP/1.1 404 "), "{head_404}");
+    assert!(ended(&mut s));
+
+    let mut s = connect(&floor);
+    s.write_all(b"GET /doc.json HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let (head_ok, got) = response(&mut s, false);
+    assert!(head_ok.starts_with("HTTP/1.1 200 "), "{head_ok}");
+    assert_eq!(got, body);
+    assert!(ended(&mut s), "Connection: close ends the connection");
+
+    let mut ws = open(&floor, "/echo");
+    ws.write_all(&frame(true, 0x1, b"still a floor"))
+        .expect("write");
+    assert_eq!(read_frame(&mut ws), (0x81, b"still a floor".to_vec()));
+    let _ = std::fs::remove_dir_all(dir);
 }
