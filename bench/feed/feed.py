@@ -73,7 +73,7 @@ class NginxFeed(Nginx):
 
 class FeedFloor(WsFloor):
     """bench/peers/ws-floor with `--doc`: the polling loads' floor, plain HTTP
-    only (docs/decisions/130-polling-floor.md): one thread, raw epoll, each
+    only (docs/decisions/132-polling-floor.md): one thread, raw epoll, each
     request answered from one of three responses made at start."""
 
     def argv(self, run, variant, port, dir_):
@@ -402,7 +402,7 @@ class Feed(Scenario):
             if f == f and c == c and f > 0:
                 floor_lines += f"  {sc + '-plain':<16} celer/floor, both plain HTTP: {c:.2f} / {f:.2f} us = {c / f:.2f}x\n"
         if floor_lines:
-            out += ("The floor (decision 130): no server answering over HTTPS can spend less than the floor does "
+            out += ("The floor (decision 132): no server answering over HTTPS can spend less than the floor does "
                     "over plain HTTP with the same system calls:\n" + floor_lines)
         for name in ("sse", "sse-small", "sse-plain", "sse-small-plain"):
             sse = [r for r in rows if r["scenario"] == name]

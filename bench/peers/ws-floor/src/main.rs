@@ -19,7 +19,7 @@
 //! (`304` when `If-None-Match` names the file's ETag, the `FILE.gz` copy when
 //! `Accept-Encoding` offers gzip and the copy exists, else the file), on a
 //! keep-alive connection, one `send` per readable batch
-//! (docs/decisions/130-polling-floor.md).
+//! (docs/decisions/132-polling-floor.md).
 //!
 //! peer-ws-floor PORT [--doc FILE]
 
