@@ -734,15 +734,10 @@ impl Doc {
     /// false when the connection is to close after it.
     fn answer(&self, head: &[u8], reply: &mut Vec<u8>) -> bool {
         let refuse = |reply: &mut Vec<u8>, status: &str| {
-            reply.extend_from_slice(
-                format!("HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
-                    .as_bytes(),
-            );
+            refuse(reply, status, "");
             false
         };
-        let mut lines = head
-            .split(|&b| b == b'\n')
-            .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+        let mut lines = head_lines(head);
         let line = lines.next().unwrap_or_default();
         let mut parts = line.split(|&b| b == b' ');
         let (method, target, version) = (parts.next(), parts.next(), parts.next());
@@ -816,19 +811,29 @@ impl Doc {
     }
 }
 
+/// A request head's lines, without their CR.
+fn head_lines(head: &[u8]) -> impl Iterator<Item = &[u8]> {
+    head.split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+}
+
+/// Appends an empty answer with `status` (and the `extra` fields) that
+/// closes the connection.
+fn refuse(reply: &mut Vec<u8>, status: &str, extra: &str) {
+    reply.extend_from_slice(
+        format!("HTTP/1.1 {status}\r\n{extra}Connection: close\r\nContent-Length: 0\r\n\r\n")
+            .as_bytes(),
+    );
+}
+
 /// Answers the upgrade request head (without its blank line) with 101, or
 /// with an error status (then `None`: the connection closes).
 fn upgrade(head: &[u8], reply: &mut Vec<u8>) -> Option<Route> {
     let refuse = |reply: &mut Vec<u8>, status: &str, extra: &str| {
-        reply.extend_from_slice(
-            format!("HTTP/1.1 {status}\r\n{extra}Connection: close\r\nContent-Length: 0\r\n\r\n")
-                .as_bytes(),
-        );
+        refuse(reply, status, extra);
         None
     };
-    let mut lines = head
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let mut lines = head_lines(head);
     let line = lines.next().unwrap_or_default();
     // RFC 6455 section 4.2.1 items 1-2: a GET of HTTP/1.1 or later.
     let Some(target) = line

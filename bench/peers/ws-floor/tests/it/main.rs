@@ -56,6 +56,11 @@ fn connect(floor: &Floor) -> TcpStream {
 /// The response head to `request`, read up to its blank line.
 fn head(s: &mut TcpStream, request: &[u8]) -> String {
     s.write_all(request).expect("write");
+    read_head(s)
+}
+
+/// A response head, read up to its blank line.
+fn read_head(s: &mut TcpStream) -> String {
     let mut got = Vec::new();
     let mut byte = [0u8; 1];
     while !got.ends_with(b"\r\n\r\n") {
@@ -256,15 +261,7 @@ fn doc_files(tag: &str) -> (std::path::PathBuf, Vec<u8>, Vec<u8>) {
 /// Reads one response: its head, then Content-Length bytes of body
 /// (none for a 304 or when `head_only`).
 fn response(s: &mut TcpStream, head_only: bool) -> (String, Vec<u8>) {
-    let mut got = Vec::new();
-    let mut byte = [0u8; 1];
-    while !got.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
-            Ok(1) => got.push(byte[0]),
-            other => panic!("head cut short after {got:?}: {other:?}"),
-        }
-    }
-    let head = String::from_utf8(got).expect("ASCII head");
+    let head = read_head(s);
     let len = head
         .lines()
         .find_map(|l| l.strip_prefix("Content-Length: "))
