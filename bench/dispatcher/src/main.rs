@@ -5,6 +5,11 @@
 //! Run with `bench/dispatcher/run` (pins, pauses other load, records).
 //! Direct use: `dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick]`;
 //! CSV rows on stdout, the summary on stderr.
+//! `dispatcher-bench --count POOL N` (POOL `celer-dispatch` or
+//! `spawn_blocking`) only makes 200 warm-up then N unloaded hand-offs on
+//! that pool and prints nothing: for `valgrind --tool=callgrind`, two runs
+//! with two N, the difference of their instruction totals divided by the
+//! difference of N is the cost of one job (`bench/dispatcher/instructions`).
 //!
 //! Scenarios, each run per pool, pools interleaved and rotated per repeat:
 //!
@@ -305,6 +310,8 @@ struct Args {
     quick: bool,
     /// Where `paired`'s per-round p50s go (appended), if anywhere.
     rounds: Option<String>,
+    /// `--count POOL N`: only N unloaded jobs on that pool.
+    count: Option<(Kind, usize)>,
 }
 
 fn args() -> Args {
@@ -314,6 +321,7 @@ fn args() -> Args {
         first: 0,
         quick: false,
         rounds: None,
+        count: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -327,9 +335,18 @@ fn args() -> Args {
             "--first" => args.first = it.next().and_then(|v| v.parse().ok()).expect("--first N"),
             "--quick" => args.quick = true,
             "--rounds" => args.rounds = Some(it.next().expect("--rounds PATH")),
+            "--count" => {
+                let pool = it.next().expect("--count POOL N");
+                let kind = KINDS
+                    .into_iter()
+                    .find(|k| k.name() == pool)
+                    .expect("--count POOL N: POOL is celer-dispatch, spawn_blocking or rayon");
+                let n = it.next().and_then(|v| v.parse().ok()).expect("--count POOL N");
+                args.count = Some((kind, n));
+            }
             other => {
                 eprintln!(
-                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick] [--rounds PATH]"
+                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick] [--rounds PATH] | --count POOL N"
                 );
                 std::process::exit(2);
             }
@@ -351,6 +368,17 @@ fn main() {
         .max_blocking_threads(args.threads)
         .build()
         .expect("runtime");
+    if let Some((kind, n)) = args.count {
+        let pool = Pool::new(kind, args.threads);
+        rt.block_on(async {
+            latency(&pool, 200).await;
+            latency(&pool, n).await;
+        });
+        if let Pool::Celer(pool) = pool {
+            pool.shutdown();
+        }
+        return;
+    }
     println!("repeat,pool,scenario,jobs_per_sec,p50_ns,p99_ns,rejected,peak_backlog");
     let mut rows: Vec<(Kind, &'static str, Outcome)> = Vec::new();
     for repeat in args.first..args.first + args.repeats {

@@ -289,14 +289,9 @@ impl Dispatcher {
         super::lock(&self.owner.shared.state).closed
     }
 
-    /// Worker threads asleep on their hand-off place now (for tests).
+    /// Worker threads idle now, asleep or about to be (for tests).
     fn asleep(&self) -> usize {
-        let shared = &self.owner.shared;
-        shared
-            .workers
-            .iter()
-            .filter(|worker| super::lock(&worker.hand).asleep)
-            .count()
+        super::lock(&self.owner.shared.state).idle.len()
     }
 }
 
