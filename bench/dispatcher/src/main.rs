@@ -5,6 +5,7 @@
 //! Run with `bench/dispatcher/run` (pins, pauses other load, records).
 //! Direct use: `dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick]`;
 //! CSV rows on stdout, the summary on stderr.
+//! `--paired-only` runs the `paired` scenario alone.
 //! `dispatcher-bench --count POOL N` (POOL `celer-dispatch` or
 //! `spawn_blocking`) only makes 200 warm-up then N unloaded hand-offs on
 //! that pool and prints nothing: for `valgrind --tool=callgrind`, two runs
@@ -312,6 +313,8 @@ struct Args {
     rounds: Option<String>,
     /// `--count POOL N`: only N unloaded jobs on that pool.
     count: Option<(Kind, usize)>,
+    /// `--paired-only`: only the `paired` scenario.
+    paired_only: bool,
 }
 
 fn args() -> Args {
@@ -322,6 +325,7 @@ fn args() -> Args {
         quick: false,
         rounds: None,
         count: None,
+        paired_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -334,6 +338,7 @@ fn args() -> Args {
             }
             "--first" => args.first = it.next().and_then(|v| v.parse().ok()).expect("--first N"),
             "--quick" => args.quick = true,
+            "--paired-only" => args.paired_only = true,
             "--rounds" => args.rounds = Some(it.next().expect("--rounds PATH")),
             "--count" => {
                 let pool = it.next().expect("--count POOL N");
@@ -346,7 +351,7 @@ fn args() -> Args {
             }
             other => {
                 eprintln!(
-                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick] [--rounds PATH] | --count POOL N"
+                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick] [--rounds PATH] [--paired-only] | --count POOL N"
                 );
                 std::process::exit(2);
             }
@@ -385,6 +390,9 @@ fn main() {
         let mut order = KINDS.to_vec();
         order.rotate_left(repeat % KINDS.len());
         for kind in order {
+            if args.paired_only {
+                break;
+            }
             let pool = Pool::new(kind, args.threads);
             rt.block_on(async {
                 // Warm-up: start the threads.
@@ -480,6 +488,9 @@ fn summarize(rows: &[(Kind, &'static str, Outcome)]) {
         "scenario", "pool", "jobs/s", "p50 µs", "p99 µs", "rejected", "backlog"
     );
     for scenario in ["latency", "throughput", "overload", "paired"] {
+        if !rows.iter().any(|(_, s, _)| *s == scenario) {
+            continue;
+        }
         let med = |kind: Kind, f: &dyn Fn(&Outcome) -> f64| {
             median(
                 rows.iter()

@@ -13,10 +13,15 @@
 //!   the submitter through the queue to one worker);
 //! - the value: written by that worker before it sets `DONE`, read by the
 //!   requester only after it has seen `DONE`;
-//! - the waker: written by the requester only while `WAKER` is clear,
-//!   read (never written) by the worker only when `WAKER` was set at the
-//!   moment it set `DONE`; the requester never writes it once `DONE` is
-//!   set (the protocol of tokio's `oneshot` receiver).
+//! - the waker: the requester's while `WAKER` is clear (it writes it, then
+//!   sets `WAKER`; to replace it, it clears `WAKER` first, and if it finds
+//!   `DONE` set in doing so it leaves the waker alone); the worker's once
+//!   it has set `DONE` and found `WAKER` set (it takes it). Nobody reads
+//!   or writes it while `WAKER` is set and `DONE` is not.
+//!
+//! The worker lets go of the cell before it wakes the requester, so that
+//! the requester's thread, which allocated the cell, is usually the one
+//! that frees it (into its own allocator cache, for its next job).
 //!
 //! Whatever is left (a closure never run, a value never taken, a waker) is
 //! dropped with the cell, by whichever side lets go of it last.
@@ -51,12 +56,14 @@ type Outcome<T> = Result<T, DispatchError>;
 
 /// The worker's side of a job cell, type-erased.
 pub(super) trait Run: Send + Sync {
-    /// Runs the closure unless the requester has gone, stores its value
-    /// and wakes the requester; counts what happened in `counters`.
+    /// Runs the closure unless the requester has gone, stores its value,
+    /// lets go of the cell and gives the requester's waker to be woken
+    /// (`None` when there is nobody to wake); counts what happened in
+    /// `counters`.
     ///
     /// Never unwinds from the closure (a panic becomes the value); a panic
-    /// from dropping what the requester left behind can unwind from here.
-    fn run(self: Arc<Self>, counters: &Counters);
+    /// from dropping what a gone requester left behind can unwind from here.
+    fn run(self: Arc<Self>, counters: &Counters) -> Option<Waker>;
 }
 
 /// One worker's counters. Each is written by that worker alone (a load
@@ -92,7 +99,8 @@ struct Cell<F, T> {
     /// The closure's value, from the worker's write until the requester
     /// takes it.
     value: UnsafeCell<Option<Outcome<T>>>,
-    /// The requester's waker, valid while `WAKER` is set.
+    /// The requester's waker, valid while `WAKER` is set; see the module
+    /// for whose it is when.
     waker: UnsafeCell<Option<Waker>>,
 }
 
@@ -101,8 +109,8 @@ struct Cell<F, T> {
 // thread at a time (it is created on the submitter's and moved, with the
 // `Arc`, to one worker: `F: Send`), the value is written by the worker and
 // read by the requester after the `DONE` flag orders the two (`T: Send`),
-// and the waker (`Send + Sync`) is written only while the worker cannot
-// read it.
+// and the waker (`Send`) belongs to one side at a time, handed over by the
+// `WAKER` and `DONE` flags.
 unsafe impl<F: Send, T: Send> Send for Cell<F, T> {}
 // SAFETY: as for `Send`: no field is reached by two threads without the
 // state flags ordering the accesses.
@@ -136,19 +144,17 @@ where
     F: FnOnce() -> T + Send,
     T: Send,
 {
-    fn run(self: Arc<Self>, counters: &Counters) {
+    fn run(self: Arc<Self>, counters: &Counters) -> Option<Waker> {
         // `Acquire`: pairs with the requester's `Release` of `GONE`, so that
         // a requester gone before now is seen (and it is never wrong to run
         // a job whose requester leaves after this load: its value is dropped).
         if self.state.load(Ordering::Acquire) & GONE != 0 {
             bump(&counters.abandoned);
-            return;
+            return None;
         }
         // SAFETY: only the worker holding this cell's `Job` reaches `job`,
         // and `run` consumes that `Job`: nobody else reads or writes it now.
-        let Some(job) = (unsafe { (*self.job.get()).take() }) else {
-            return;
-        };
+        let job = unsafe { (*self.job.get()).take() }?;
         bump(&counters.started);
         let outcome = catch_unwind(AssertUnwindSafe(job));
         bump(&counters.completed);
@@ -167,15 +173,17 @@ where
         // `Release`: the value is visible to whoever sees `DONE`; `Acquire`:
         // the waker the requester wrote before setting `WAKER` is visible.
         let before = self.state.fetch_or(DONE, Ordering::AcqRel);
-        if before & (WAKER | GONE) == WAKER {
-            // SAFETY: `WAKER` was set when `DONE` was: the requester no
-            // longer writes the waker (it writes it only while `WAKER` is
-            // clear, and clears `WAKER` only to find `DONE` set and leave
-            // the waker alone); reading it here is shared with its reads.
-            if let Some(waker) = unsafe { &*self.waker.get() } {
-                waker.wake_by_ref();
-            }
-        }
+        let waker = if before & (WAKER | GONE) == WAKER {
+            // SAFETY: `WAKER` was set when `DONE` was: the waker is this
+            // worker's now (the requester touches it again only after
+            // clearing `WAKER`, which then shows it `DONE`, and it then
+            // leaves the waker alone).
+            unsafe { (*self.waker.get()).take() }
+        } else {
+            None
+        };
+        drop(self);
+        waker
     }
 }
 
@@ -202,23 +210,17 @@ impl<F, T> Future for Reply<F, T> {
             return Poll::Ready(this.take());
         }
         if state & WAKER != 0 {
-            // SAFETY: `WAKER` is set: nobody writes the waker now (the
-            // worker only reads it); this is a read.
-            let stored = unsafe { &*this.cell.waker.get() };
-            if stored.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                return Poll::Pending;
-            }
-            // Another waker: take the flag back before writing it.
+            // Polled again before the value (a wake-up from elsewhere):
+            // take the waker back to store the current one.
             let before = this.cell.state.fetch_and(!WAKER, Ordering::AcqRel);
             if before & DONE != 0 {
-                // The worker may be reading the old waker: leave it (it is
-                // dropped with the cell).
+                // The worker has taken the waker (or is taking it).
                 return Poll::Ready(this.take());
             }
         }
         // SAFETY: `WAKER` is clear and only this future sets it: the worker
-        // does not read the waker (it reads it only when it finds `WAKER`
-        // set as it sets `DONE`), and nobody else writes it.
+        // does not touch the waker (it takes it only when it finds `WAKER`
+        // set as it sets `DONE`).
         unsafe { *this.cell.waker.get() = Some(cx.waker().clone()) };
         // `Release`: the worker that sees `WAKER` sees this waker.
         let before = this.cell.state.fetch_or(WAKER, Ordering::AcqRel);

@@ -415,8 +415,16 @@ impl Shared {
             drop(state);
             // A panic of the job's own is its value; this catches one from
             // a drop of what an abandoned job or a gone requester left.
-            let _ = catch_unwind(AssertUnwindSafe(|| job.run(counters)));
+            let waker = catch_unwind(AssertUnwindSafe(|| job.run(counters)))
+                .ok()
+                .flatten();
+            // Before the wake-up: on a shared core the woken requester may
+            // run at once, and whatever is left after the wake-up is in
+            // its next job's way.
             self.slots.give_back();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
             state = lock(&self.state);
         }
     }
