@@ -5,6 +5,12 @@
 //! Run with `bench/dispatcher/run` (pins, pauses other load, records).
 //! Direct use: `dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick]`;
 //! CSV rows on stdout, the summary on stderr.
+//! `--paired-only` runs the `paired` scenario alone.
+//! `dispatcher-bench --count POOL N` (POOL `celer-dispatch` or
+//! `spawn_blocking`) only makes 200 warm-up then N unloaded hand-offs on
+//! that pool and prints nothing: for `valgrind --tool=callgrind`, two runs
+//! with two N, the difference of their instruction totals divided by the
+//! difference of N is the cost of one job (`bench/dispatcher/instructions`).
 //!
 //! Scenarios, each run per pool, pools interleaved and rotated per repeat:
 //!
@@ -305,6 +311,10 @@ struct Args {
     quick: bool,
     /// Where `paired`'s per-round p50s go (appended), if anywhere.
     rounds: Option<String>,
+    /// `--count POOL N`: only N unloaded jobs on that pool.
+    count: Option<(Kind, usize)>,
+    /// `--paired-only`: only the `paired` scenario.
+    paired_only: bool,
 }
 
 fn args() -> Args {
@@ -314,6 +324,8 @@ fn args() -> Args {
         first: 0,
         quick: false,
         rounds: None,
+        count: None,
+        paired_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -326,10 +338,20 @@ fn args() -> Args {
             }
             "--first" => args.first = it.next().and_then(|v| v.parse().ok()).expect("--first N"),
             "--quick" => args.quick = true,
+            "--paired-only" => args.paired_only = true,
             "--rounds" => args.rounds = Some(it.next().expect("--rounds PATH")),
+            "--count" => {
+                let pool = it.next().expect("--count POOL N");
+                let kind = KINDS
+                    .into_iter()
+                    .find(|k| k.name() == pool)
+                    .expect("--count POOL N: POOL is celer-dispatch, spawn_blocking or rayon");
+                let n = it.next().and_then(|v| v.parse().ok()).expect("--count POOL N");
+                args.count = Some((kind, n));
+            }
             other => {
                 eprintln!(
-                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick] [--rounds PATH]"
+                    "unknown argument {other}; usage: dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick] [--rounds PATH] [--paired-only] | --count POOL N"
                 );
                 std::process::exit(2);
             }
@@ -351,12 +373,26 @@ fn main() {
         .max_blocking_threads(args.threads)
         .build()
         .expect("runtime");
+    if let Some((kind, n)) = args.count {
+        let pool = Pool::new(kind, args.threads);
+        rt.block_on(async {
+            latency(&pool, 200).await;
+            latency(&pool, n).await;
+        });
+        if let Pool::Celer(pool) = pool {
+            pool.shutdown();
+        }
+        return;
+    }
     println!("repeat,pool,scenario,jobs_per_sec,p50_ns,p99_ns,rejected,peak_backlog");
     let mut rows: Vec<(Kind, &'static str, Outcome)> = Vec::new();
     for repeat in args.first..args.first + args.repeats {
         let mut order = KINDS.to_vec();
         order.rotate_left(repeat % KINDS.len());
         for kind in order {
+            if args.paired_only {
+                break;
+            }
             let pool = Pool::new(kind, args.threads);
             rt.block_on(async {
                 // Warm-up: start the threads.
@@ -452,6 +488,9 @@ fn summarize(rows: &[(Kind, &'static str, Outcome)]) {
         "scenario", "pool", "jobs/s", "p50 µs", "p99 µs", "rejected", "backlog"
     );
     for scenario in ["latency", "throughput", "overload", "paired"] {
+        if !rows.iter().any(|(_, s, _)| *s == scenario) {
+            continue;
+        }
         let med = |kind: Kind, f: &dyn Fn(&Outcome) -> f64| {
             median(
                 rows.iter()

@@ -189,9 +189,10 @@
 //! - `handler/`: handler shapes and [`Next`]; `inline.rs` keeps a small
 //!   handler future inside the app's response future instead of boxing it.
 //!   `request/`: [`Request`], whose state allocation `spare.rs` recycles per
-//!   thread; these two and `cookie/ascii.rs` (a `Cookie` field checked to
-//!   be ASCII, read as text without a second check) are the framework's
-//!   only `unsafe` code.
+//!   thread; these two, `cookie/ascii.rs` (a `Cookie` field checked to
+//!   be ASCII, read as text without a second check) and `dispatch/cell.rs`
+//!   (a dispatched job's value and waker) are the framework's only
+//!   `unsafe` code.
 //!   `response/`: [`IntoResponse`] and helpers; `extract/`: extractors and
 //!   rejections; `body.rs`: [`Body`]; `error.rs`: [`Error`].
 //! - `middleware/`: `negotiate/` (the `Accept*` parser, `accept.rs`, sans-IO),

@@ -5,8 +5,8 @@
 //! `Retry-After` at once when the queue is full) or
 //! [`Dispatcher::dispatch_wait`] (wait up to a deadline for a slot) and
 //! awaits its value. The queue holds at most [`DispatcherBuilder::queue`]
-//! jobs waiting for a thread: a slot is a semaphore permit (one per queued
-//! or running job) taken before the job is queued and given back when it
+//! jobs waiting for a thread: a slot (one per queued or running job, counted
+//! in one atomic) is taken before the job is queued and given back when it
 //! has run, so memory never grows with load.
 //!
 //! - A job whose requester has gone (its future dropped: the client left, a
@@ -39,6 +39,7 @@
 //! # });
 //! ```
 
+mod cell;
 mod error;
 mod pool;
 
@@ -52,9 +53,10 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Default bound of the queue of waiting jobs, in jobs: 1024. Each holds a
-/// boxed closure and its reply channel; a job over the bound is refused (or
-/// waits, with [`Dispatcher::dispatch_wait`]).
+/// Default bound of the queue of waiting jobs, in jobs: 1024. Each holds one
+/// allocation (the closure, room for its value and the requester's waker);
+/// a job over the bound is refused (or waits, with
+/// [`Dispatcher::dispatch_wait`]).
 pub const DEFAULT_QUEUE: usize = 1024;
 
 /// Default `Retry-After` of a refusal when the queue is full: 1 second.

@@ -1,6 +1,6 @@
-//! The pool: worker threads that each wait at their own hand-off place,
-//! the queue for jobs that find every worker busy, the slots that bound
-//! it, the counters and the stop.
+//! The pool: worker threads that each wait on their own condition
+//! variable, the queue for jobs that find every worker busy, the slot count
+//! that bounds it, the counters and the stop.
 //!
 //! A job submitted while a worker is idle goes straight to that worker
 //! (the one idle most recently: its caches are the warmest), which is woken
@@ -8,6 +8,12 @@
 //! the workers empty before they go idle, and wakes nobody. An idle worker
 //! sleeps at once rather than spin or yield its core: see
 //! docs/decisions/116-dispatcher-hand-off.md for the figures behind this.
+//!
+//! The submit path is one compare-and-swap for the slot, one allocation for
+//! the job (the [job cell](super::cell)), one lock of the pool's mutex and,
+//! when a worker sleeps, one wake-up; the slot count is a single atomic,
+//! and waiters of `dispatch_wait` are notified only when there are some
+//! (docs/decisions/123-dispatcher-job-cell-and-slot-count.md).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -17,9 +23,14 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::Notify;
 
+use super::cell::{self, Counters, Job};
 use super::{DEFAULT_QUEUE, DEFAULT_RETRY_AFTER, DispatchError, default_threads};
+
+/// The largest queue bound [`DispatcherBuilder::queue`] accepts: far above
+/// any memory, low enough that the slot count never reaches its closed flag.
+const MAX_QUEUE: usize = usize::MAX >> 4;
 
 /// A bounded pool of worker threads for blocking or CPU-heavy work.
 ///
@@ -82,57 +93,68 @@ struct Owner {
 
 /// What the workers and the clones share.
 struct Shared {
-    /// The waiting jobs, the idle workers and the closed flag.
+    /// The waiting jobs, the idle workers, what is handed to each, the
+    /// closed flag.
     state: Mutex<State>,
-    /// Each worker thread's hand-off place, by index.
-    workers: Box<[Worker]>,
-    /// One permit per job the pool may hold (queue bound plus threads):
-    /// taken before a job is queued, given back when it has run, so the
-    /// hand-off path releases nothing. Closed at shutdown.
-    slots: Arc<Semaphore>,
+    /// Each worker thread's condition variable (on `state`), by index:
+    /// signalled when something is handed to that worker.
+    wake: Box<[Condvar]>,
+    /// Jobs held, queued or running, against their bound; closed at
+    /// shutdown.
+    slots: Slots,
     capacity: usize,
     retry_after: Duration,
-    queued: AtomicUsize,
-    running: AtomicUsize,
+    /// Jobs refused (by any submitter).
     rejected: AtomicU64,
-    completed: AtomicU64,
-    panicked: AtomicU64,
-    abandoned: AtomicU64,
+    /// Each worker's counters, by index.
+    counters: Box<[Counters]>,
 }
 
 struct State {
     /// Jobs that found every worker busy, oldest first. Empty whenever a
     /// worker is idle: a worker goes idle only when it finds it empty.
     jobs: VecDeque<Job>,
-    /// The workers waiting at their hand-off place with nothing handed yet,
-    /// the most recently idle last. Whoever takes a worker off this list
-    /// hands it exactly one thing: a job, or the stop.
+    /// The workers waiting with nothing handed yet, the most recently idle
+    /// last. Whoever takes a worker off this list hands it exactly one
+    /// thing: a job, or the stop.
     idle: Vec<usize>,
+    /// What is handed to each worker, by index; taken by the worker.
+    hands: Box<[Hand]>,
     closed: bool,
 }
 
-/// One worker thread's hand-off place.
-struct Worker {
-    hand: Mutex<Hand>,
-    /// Signalled when something is handed to the worker asleep on it.
-    wake: Condvar,
-}
-
-/// What is handed to a worker, and whether it sleeps.
+/// What is handed to an idle worker.
 #[derive(Default)]
-struct Hand {
-    job: Option<Job>,
-    stop: bool,
-    /// The worker waits on `wake` (set under the lock before it sleeps,
-    /// cleared when it wakes): only then does a hand-off wake it.
-    asleep: bool,
+enum Hand {
+    #[default]
+    Nothing,
+    Job(Job),
+    Stop,
 }
 
-/// A queued job: the work (which replies on its own channel) and its slot.
-struct Job {
-    run: Box<dyn FnOnce(&Shared) + Send>,
-    slot: OwnedSemaphorePermit,
+/// The slot count: one slot per job the pool holds (queue bound plus
+/// threads), taken before a job is queued and given back when it has run
+/// or was abandoned.
+struct Slots {
+    /// Slots taken; the top bit is the closed flag.
+    held: AtomicUsize,
+    /// The bound of `held`.
+    limit: usize,
+    /// `dispatch_wait` callers waiting for a slot: a freed slot is
+    /// announced on `freed` only when there are some.
+    waiters: AtomicUsize,
+    /// Wakes one waiter per freed slot; every waiter at the close.
+    freed: Notify,
 }
+
+/// Why no slot was taken.
+enum NoSlot {
+    Full,
+    Closed,
+}
+
+/// The closed flag of [`Slots::held`].
+const CLOSED: usize = 1 << (usize::BITS - 1);
 
 // ===== impl DispatcherBuilder =====
 
@@ -147,7 +169,7 @@ impl DispatcherBuilder {
     /// The bound of the queue of jobs waiting for a worker, at least one.
     /// Default is [`DEFAULT_QUEUE`](super::DEFAULT_QUEUE).
     pub fn queue(mut self, jobs: usize) -> Self {
-        self.queue = jobs.clamp(1, Semaphore::MAX_PERMITS / 2);
+        self.queue = jobs.clamp(1, MAX_QUEUE);
         self
     }
 
@@ -175,23 +197,20 @@ impl DispatcherBuilder {
             state: Mutex::new(State {
                 jobs: VecDeque::with_capacity(self.queue.min(4096)),
                 idle: Vec::with_capacity(self.threads),
+                hands: (0..self.threads).map(|_| Hand::Nothing).collect(),
                 closed: false,
             }),
-            workers: (0..self.threads)
-                .map(|_| Worker {
-                    hand: Mutex::new(Hand::default()),
-                    wake: Condvar::new(),
-                })
-                .collect(),
-            slots: Arc::new(Semaphore::new(self.queue.saturating_add(self.threads))),
+            wake: (0..self.threads).map(|_| Condvar::new()).collect(),
+            slots: Slots {
+                held: AtomicUsize::new(0),
+                limit: self.queue + self.threads,
+                waiters: AtomicUsize::new(0),
+                freed: Notify::new(),
+            },
             capacity: self.queue,
             retry_after: self.retry_after,
-            queued: AtomicUsize::new(0),
-            running: AtomicUsize::new(0),
             rejected: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
-            panicked: AtomicU64::new(0),
-            abandoned: AtomicU64::new(0),
+            counters: (0..self.threads).map(|_| Counters::default()).collect(),
         });
         let threads = (0..self.threads)
             .map(|idx| {
@@ -248,16 +267,20 @@ impl Dispatcher {
         T: Send + 'static,
     {
         let shared = &self.owner.shared;
-        let slot = match shared.slots.clone().try_acquire_owned() {
-            Ok(slot) => slot,
-            Err(tokio::sync::TryAcquireError::NoPermits) => return Err(shared.reject()),
-            Err(tokio::sync::TryAcquireError::Closed) => return Err(DispatchError::new_stopped()),
-        };
-        self.enqueue(slot, job).await
+        match shared.slots.try_take() {
+            Ok(()) => {}
+            Err(NoSlot::Full) => return Err(shared.reject()),
+            Err(NoSlot::Closed) => return Err(DispatchError::new_stopped()),
+        }
+        self.enqueue(job).await
     }
 
     /// Like [`dispatch`](Self::dispatch), but when the queue is full waits
     /// up to `deadline` for a slot before refusing the job.
+    ///
+    /// A freed slot wakes one waiter, but a [`dispatch`](Self::dispatch)
+    /// made at that moment may take it first; the waiter then waits on,
+    /// still bounded by its deadline.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -273,28 +296,36 @@ impl Dispatcher {
         T: Send + 'static,
     {
         let shared = &self.owner.shared;
-        let acquire = shared.slots.clone().acquire_owned();
-        let slot = match tokio::time::timeout(deadline, acquire).await {
-            Ok(Ok(slot)) => slot,
-            Ok(Err(_closed)) => return Err(DispatchError::new_stopped()),
-            Err(_elapsed) => return Err(shared.reject()),
-        };
-        self.enqueue(slot, job).await
+        match shared.slots.take_within(deadline).await {
+            Ok(()) => {}
+            Err(NoSlot::Full) => return Err(shared.reject()),
+            Err(NoSlot::Closed) => return Err(DispatchError::new_stopped()),
+        }
+        self.enqueue(job).await
     }
 
     /// The counters now.
     pub fn stats(&self) -> DispatchStats {
         let shared = &self.owner.shared;
-        DispatchStats {
+        let queued = lock(&shared.state).jobs.len();
+        let mut stats = DispatchStats {
             threads: self.owner.n_threads,
             capacity: shared.capacity,
-            queued: shared.queued.load(Ordering::Relaxed),
-            running: shared.running.load(Ordering::Relaxed),
+            queued,
             rejected: shared.rejected.load(Ordering::Relaxed),
-            completed: shared.completed.load(Ordering::Relaxed),
-            panicked: shared.panicked.load(Ordering::Relaxed),
-            abandoned: shared.abandoned.load(Ordering::Relaxed),
+            ..DispatchStats::default()
+        };
+        for counters in shared.counters.iter() {
+            // `completed` first, with `Acquire`: the `started` read after it
+            // is at least as recent, so `started >= completed`.
+            let completed = counters.completed.load(Ordering::Acquire);
+            let started = counters.started.load(Ordering::Relaxed);
+            stats.completed += completed;
+            stats.running += started.saturating_sub(completed) as usize;
+            stats.panicked += counters.panicked.load(Ordering::Relaxed);
+            stats.abandoned += counters.abandoned.load(Ordering::Relaxed);
         }
+        stats
     }
 
     /// Stops the pool: new jobs and jobs waiting for a slot are refused
@@ -314,19 +345,20 @@ impl Dispatcher {
         }
     }
 
-    /// Queues `job` in the slot held and waits for its reply.
-    async fn enqueue<F, T>(&self, slot: OwnedSemaphorePermit, job: F) -> Result<T, DispatchError>
+    /// Queues `job` in the slot taken and waits for its value.
+    async fn enqueue<F, T>(&self, job: F) -> Result<T, DispatchError>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        let run = Box::new(move |shared: &Shared| shared.run(job, tx));
-        self.owner.shared.push(Job { run, slot })?;
-        // The sender is dropped unsent only when the job was abandoned, which
-        // needs this receiver gone; a reply always comes otherwise.
-        rx.await
-            .unwrap_or_else(|_| Err(DispatchError::new_stopped()))
+        let shared = &self.owner.shared;
+        let (reply, job) = cell::job(job);
+        if let Err(job) = shared.push(job) {
+            drop(job);
+            shared.slots.give_back();
+            return Err(DispatchError::new_stopped());
+        }
+        reply.await
     }
 }
 
@@ -359,68 +391,57 @@ impl Shared {
     /// Worker thread `me`: runs the queued jobs, then waits idle for one to
     /// be handed to it, until the pool is closed and the queue empty.
     fn work(&self, me: usize) {
-        let worker = &self.workers[me];
+        let counters = &self.counters[me];
+        let wake = &self.wake[me];
+        let mut state = lock(&self.state);
         loop {
-            let job = {
-                let mut state = lock(&self.state);
-                if let Some(job) = state.jobs.pop_front() {
-                    self.queued.fetch_sub(1, Ordering::Relaxed);
-                    job
-                } else if state.closed {
-                    return;
-                } else {
-                    state.idle.push(me);
-                    drop(state);
-                    match worker.wait() {
-                        Some(job) => job,
-                        None => return,
+            let job = if let Some(job) = state.jobs.pop_front() {
+                job
+            } else if state.closed {
+                return;
+            } else {
+                state.idle.push(me);
+                loop {
+                    // Waiting releases the lock; whoever takes `me` off the
+                    // idle list hands it something and signals `wake`.
+                    state = wake.wait(state).unwrap_or_else(PoisonError::into_inner);
+                    match std::mem::take(&mut state.hands[me]) {
+                        Hand::Job(job) => break job,
+                        Hand::Stop => return,
+                        Hand::Nothing => {} // a spurious wake-up
                     }
                 }
             };
-            let Job { run, slot } = job;
-            run(self);
-            drop(slot);
+            drop(state);
+            // A panic of the job's own is its value; this catches one from
+            // a drop of what an abandoned job or a gone requester left.
+            let waker = catch_unwind(AssertUnwindSafe(|| job.run(counters)))
+                .ok()
+                .flatten();
+            // Before the wake-up: on a shared core the woken requester may
+            // run at once, and whatever is left after the wake-up is in
+            // its next job's way.
+            self.slots.give_back();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+            state = lock(&self.state);
         }
-    }
-
-    /// Runs one job unless its requester has gone, and replies.
-    fn run<F, T>(&self, job: F, reply: oneshot::Sender<Result<T, DispatchError>>)
-    where
-        F: FnOnce() -> T,
-    {
-        if reply.is_closed() {
-            self.abandoned.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        self.running.fetch_add(1, Ordering::Relaxed);
-        let outcome = catch_unwind(AssertUnwindSafe(job));
-        self.running.fetch_sub(1, Ordering::Relaxed);
-        self.completed.fetch_add(1, Ordering::Relaxed);
-        let value = outcome.map_err(|payload| {
-            self.panicked.fetch_add(1, Ordering::Relaxed);
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic payload".to_owned());
-            DispatchError::new_panicked(message)
-        });
-        let _ = reply.send(value);
     }
 
     /// Hands `job` to the idle worker idle last, or queues it when every
-    /// worker is busy.
-    fn push(&self, job: Job) -> Result<(), DispatchError> {
+    /// worker is busy; gives it back when the pool is closed.
+    fn push(&self, job: Job) -> Result<(), Job> {
         let mut state = lock(&self.state);
         if state.closed {
-            return Err(DispatchError::new_stopped());
+            return Err(job);
         }
         if let Some(idle) = state.idle.pop() {
+            state.hands[idle] = Hand::Job(job);
             drop(state);
-            self.workers[idle].give(Some(job));
+            self.wake[idle].notify_one();
         } else {
             state.jobs.push_back(job);
-            self.queued.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -430,53 +451,113 @@ impl Shared {
         DispatchError::new_overloaded(self.retry_after)
     }
 
-    /// Refuses new jobs and stops the idle workers; the busy ones stop
-    /// when they find the queue empty.
+    /// Refuses new jobs and slot waiters and stops the idle workers; the
+    /// busy ones stop when they find the queue empty.
     fn close(&self) {
         let idle = {
             let mut state = lock(&self.state);
             state.closed = true;
-            std::mem::take(&mut state.idle)
+            let idle = std::mem::take(&mut state.idle);
+            for &worker in &idle {
+                state.hands[worker] = Hand::Stop;
+            }
+            idle
         };
         self.slots.close();
-        for idle in idle {
-            self.workers[idle].give(None);
+        for worker in idle {
+            self.wake[worker].notify_one();
         }
     }
 }
 
-// ===== impl Worker =====
+// ===== impl Slots =====
 
-impl Worker {
-    /// Waits for what is handed: the job, or `None` for the stop.
-    fn wait(&self) -> Option<Job> {
-        let mut hand = lock(&self.hand);
+impl Slots {
+    /// Takes a slot if one is free.
+    fn try_take(&self) -> Result<(), NoSlot> {
+        // `SeqCst`, as the swap below: ordered with `waiters` (see
+        // `take_within`).
+        let mut held = self.held.load(Ordering::SeqCst);
         loop {
-            if let Some(job) = hand.job.take() {
-                return Some(job);
+            if held & CLOSED != 0 {
+                return Err(NoSlot::Closed);
             }
-            if hand.stop {
-                return None;
+            if held >= self.limit {
+                return Err(NoSlot::Full);
             }
-            hand.asleep = true;
-            hand = self.wake.wait(hand).unwrap_or_else(PoisonError::into_inner);
-            hand.asleep = false;
+            match self.held.compare_exchange_weak(
+                held,
+                held + 1,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => held = now,
+            }
         }
     }
 
-    /// Hands a job (`None`: the stop) to this worker, taken off the idle
-    /// list by the caller; wakes it only when it sleeps.
-    fn give(&self, job: Option<Job>) {
-        let mut hand = lock(&self.hand);
-        match job {
-            Some(job) => hand.job = Some(job),
-            None => hand.stop = true,
+    /// Takes a slot, waiting up to `deadline` for one to be freed.
+    async fn take_within(&self, deadline: Duration) -> Result<(), NoSlot> {
+        match self.try_take() {
+            Err(NoSlot::Full) => {}
+            taken_or_closed => return taken_or_closed,
         }
-        let asleep = hand.asleep;
-        drop(hand);
-        if asleep {
-            self.wake.notify_one();
+        let until = tokio::time::Instant::now() + deadline;
+        // Counted from here until this future ends (also when dropped).
+        let _waiting = Waiting::new(&self.waiters);
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Registered before the check below: a slot freed after the
+            // check wakes this waiter (or leaves a permit in `freed`), as
+            // the one who frees it reads `waiters` after freeing it, and
+            // both sides use `SeqCst`.
+            freed.as_mut().enable();
+            match self.try_take() {
+                Err(NoSlot::Full) => {}
+                taken_or_closed => return taken_or_closed,
+            }
+            if tokio::time::timeout_at(until, freed).await.is_err() {
+                return self.try_take();
+            }
         }
+    }
+
+    /// Gives a slot back, and wakes a waiter if there is one.
+    fn give_back(&self) {
+        self.held.fetch_sub(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) != 0 {
+            self.freed.notify_one();
+        }
+    }
+
+    /// Refuses every slot from now on, waiters included.
+    fn close(&self) {
+        self.held.fetch_or(CLOSED, Ordering::SeqCst);
+        self.freed.notify_waiters();
+    }
+
+    /// Slots taken now (for tests).
+    #[cfg(test)]
+    fn taken(&self) -> usize {
+        self.held.load(Ordering::SeqCst) & !CLOSED
+    }
+}
+
+/// One waiter counted in [`Slots::waiters`] while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(waiters: &'a AtomicUsize) -> Self {
+        waiters.fetch_add(1, Ordering::SeqCst);
+        Waiting(waiters)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -1,8 +1,11 @@
 //! The pool's behaviour at its bounds, without HTTP.
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use super::Dispatcher;
@@ -283,20 +286,282 @@ fn many_requesters_on_few_workers_get_every_value() {
     });
 }
 
+#[test]
+fn slots_are_counted_exactly_under_concurrency() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // Two threads and a queue of four: at most six jobs held at once.
+        let pool = Dispatcher::builder().threads(2).queue(4).build();
+        let over = Arc::new(AtomicBool::new(false));
+        let mut requesters = Vec::new();
+        for _ in 0..16 {
+            let pool = pool.clone();
+            let over = over.clone();
+            requesters.push(tokio::spawn(async move {
+                let (mut accepted, mut refused) = (0u64, 0u64);
+                for _ in 0..200 {
+                    let seen = pool.clone();
+                    let over = over.clone();
+                    let job = move || {
+                        if seen.owner.shared.slots.taken() > 6 {
+                            over.store(true, Ordering::SeqCst);
+                        }
+                    };
+                    match pool.dispatch(job).await {
+                        Ok(()) => accepted += 1,
+                        Err(err) => {
+                            assert!(err.is_overloaded());
+                            refused += 1;
+                        }
+                    }
+                }
+                (accepted, refused)
+            }));
+        }
+        let (mut accepted, mut refused) = (0, 0);
+        for requester in requesters {
+            let (a, r) = requester.await.unwrap();
+            accepted += a;
+            refused += r;
+        }
+        assert_eq!(accepted + refused, 16 * 200);
+        assert!(
+            !over.load(Ordering::SeqCst),
+            "more slots taken than the bound"
+        );
+        let stats = pool.stats();
+        assert_eq!((stats.completed, stats.rejected), (accepted, refused));
+        assert_eq!((stats.queued, stats.running), (0, 0));
+        // Every slot is back once every value is in.
+        wait_until(|| pool.owner.shared.slots.taken() == 0).await;
+        pool.shutdown();
+    });
+}
+
+#[test]
+fn waiters_for_a_slot_are_never_left_asleep() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // Two slots for eight requesters: nearly every job waits for one,
+        // and a lost wake-up would hold a waiter until its deadline, which
+        // refuses it.
+        let pool = Dispatcher::builder().threads(1).queue(1).build();
+        let mut requesters = Vec::new();
+        for r in 0..8u64 {
+            let pool = pool.clone();
+            requesters.push(tokio::spawn(async move {
+                let mut sum = 0;
+                for j in 0..100u64 {
+                    sum += pool.dispatch_wait(DEADLINE, move || r + j).await.unwrap();
+                }
+                sum
+            }));
+        }
+        let mut total = 0;
+        for requester in requesters {
+            total += requester.await.unwrap();
+        }
+        assert_eq!(total, (0..8u64).map(|r| 100 * r + 4950).sum::<u64>());
+        let stats = pool.stats();
+        assert_eq!((stats.completed, stats.rejected), (800, 0));
+        assert_eq!(pool.owner.shared.slots.waiters.load(Ordering::SeqCst), 0);
+        pool.shutdown();
+    });
+}
+
+#[test]
+fn abandoned_jobs_give_their_slots_back() {
+    block_on(async {
+        let (pool, release, blocker) = held_pool(3);
+        wait_until(|| pool.stats().running == 1).await;
+        let ran = Arc::new(AtomicUsize::new(0));
+        let requesters: Vec<_> = (0..3)
+            .map(|_| {
+                let pool = pool.clone();
+                let ran = ran.clone();
+                tokio::spawn(async move {
+                    pool.dispatch(move || ran.fetch_add(1, Ordering::SeqCst))
+                        .await
+                })
+            })
+            .collect();
+        wait_until(|| pool.stats().queued == 3).await;
+        // Full: the blocker and three queued hold the four slots.
+        assert_eq!(pool.owner.shared.slots.taken(), 4);
+        assert!(pool.dispatch(|| 0).await.unwrap_err().is_overloaded());
+        for requester in requesters {
+            requester.abort();
+            assert!(requester.await.unwrap_err().is_cancelled());
+        }
+        release.send(()).unwrap();
+        blocker.await.unwrap();
+        wait_until(|| pool.stats().abandoned == 3).await;
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        wait_until(|| pool.owner.shared.slots.taken() == 0).await;
+        // The whole bound is free again: four jobs at once are taken.
+        let (hold, held) = mpsc::channel::<()>();
+        let held = Arc::new(std::sync::Mutex::new(held));
+        let jobs: Vec<_> = (0..4)
+            .map(|n| {
+                let pool = pool.clone();
+                let held = held.clone();
+                tokio::spawn(async move {
+                    pool.dispatch(move || {
+                        if n == 0 {
+                            let _ = held.lock().unwrap().recv_timeout(DEADLINE);
+                        }
+                        n
+                    })
+                    .await
+                })
+            })
+            .collect();
+        wait_until(|| pool.owner.shared.slots.taken() == 4).await;
+        drop(hold);
+        for job in jobs {
+            job.await.unwrap().unwrap();
+        }
+        let stats = pool.stats();
+        assert_eq!(
+            (stats.completed, stats.rejected, stats.abandoned),
+            (5, 1, 3)
+        );
+    });
+}
+
+#[test]
+fn shutdown_refuses_the_waiters_at_once() {
+    block_on(async {
+        let (pool, release, blocker) = held_pool(1);
+        wait_until(|| pool.stats().running == 1).await;
+        let queued = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.dispatch(|| "queued").await }
+        });
+        wait_until(|| pool.stats().queued == 1).await;
+        let waiter = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.dispatch_wait(DEADLINE, || "waited").await }
+        });
+        wait_until(|| pool.owner.shared.slots.waiters.load(Ordering::SeqCst) == 1).await;
+        let stopper = std::thread::spawn({
+            let pool = pool.clone();
+            move || pool.shutdown()
+        });
+        // Refused by the close, long before its deadline.
+        assert!(waiter.await.unwrap().unwrap_err().is_stopped());
+        release.send(()).unwrap();
+        blocker.await.unwrap();
+        assert_eq!(queued.await.unwrap().unwrap(), "queued");
+        stopper.join().unwrap();
+    });
+}
+
+/// Sets its flag when dropped; panics too when asked.
+struct Dropped(Arc<AtomicBool>, bool);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+        if self.1 {
+            panic!("drop of a value nobody waits for");
+        }
+    }
+}
+
+#[test]
+fn a_value_whose_requester_left_during_the_run_is_dropped() {
+    for panics in [false, true] {
+        block_on(async {
+            let pool = Dispatcher::builder().threads(1).build();
+            let (release, wait) = mpsc::channel::<()>();
+            let dropped = Arc::new(AtomicBool::new(false));
+            let requester = tokio::spawn({
+                let pool = pool.clone();
+                let dropped = dropped.clone();
+                async move {
+                    pool.dispatch(move || {
+                        let _ = wait.recv_timeout(DEADLINE);
+                        Dropped(dropped, panics)
+                    })
+                    .await
+                    .map(|_| ())
+                }
+            });
+            wait_until(|| pool.stats().running == 1).await;
+            requester.abort();
+            assert!(requester.await.unwrap_err().is_cancelled());
+            release.send(()).unwrap();
+            // The worker drops the value (a panic in that drop included)
+            // and lives on.
+            wait_until(|| dropped.load(Ordering::SeqCst)).await;
+            assert_eq!(pool.dispatch(|| "alive").await.unwrap(), "alive");
+            let stats = pool.stats();
+            assert_eq!((stats.completed, stats.abandoned), (2, 0));
+            wait_until(|| pool.owner.shared.slots.taken() == 0).await;
+            pool.shutdown();
+        });
+    }
+}
+
+/// Counts its wake-ups.
+struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_requester_polled_with_another_waker_is_woken_on_that_one() {
+    block_on(async {
+        let (pool, release, blocker) = held_pool(1);
+        wait_until(|| pool.stats().running == 1).await;
+        let first = Arc::new(Count(AtomicUsize::new(0)));
+        let second = Arc::new(Count(AtomicUsize::new(0)));
+        let mut job = pin!(pool.dispatch(|| 5));
+        let waker = Waker::from(first.clone());
+        assert!(
+            job.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        assert_eq!(pool.stats().queued, 1);
+        let waker = Waker::from(second.clone());
+        assert!(
+            job.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        release.send(()).unwrap();
+        blocker.await.unwrap();
+        wait_until(|| second.0.load(Ordering::SeqCst) > 0).await;
+        let Poll::Ready(value) = job.as_mut().poll(&mut Context::from_waker(&waker)) else {
+            panic!("woken without its value");
+        };
+        assert_eq!(value.unwrap(), 5);
+        assert_eq!(first.0.load(Ordering::SeqCst), 0);
+    });
+}
+
 impl Dispatcher {
     /// Whether the queue is closed (for tests).
     fn dispatch_now_refused(&self) -> bool {
         super::lock(&self.owner.shared.state).closed
     }
 
-    /// Worker threads asleep on their hand-off place now (for tests).
+    /// Worker threads idle now, asleep or about to be (for tests).
     fn asleep(&self) -> usize {
-        let shared = &self.owner.shared;
-        shared
-            .workers
-            .iter()
-            .filter(|worker| super::lock(&worker.hand).asleep)
-            .count()
+        super::lock(&self.owner.shared.state).idle.len()
     }
 }
 
