@@ -79,6 +79,14 @@ def rt(run):
     return ["chrt", "-r", "1"] if run.opts.realtime else []
 
 
+def celer_args(run, v, port):
+    """`celer serve` with both feeds; TLS unless the variant is -plain."""
+    return ["serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json",
+            "--feed", f"small=file:{run.subst['ROOT']}/small.json", *listen(port), "--workers", "1",
+            *([] if v.endswith("-plain") else ["--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"]),
+            "--max-connections", str(run.opts.conns + 2000)]
+
+
 class Realtime:
     """A server of the scenario, started under `rt`."""
 
@@ -142,22 +150,22 @@ class Feed(Scenario):
             "serving the same file; conditional requests (304) and full ones (50 KiB JSON, gzip) at 10,000 "
             "connections (celer bench) and 1,000 (wrk); SSE fan-out latency and RSS per subscriber (celer)")
     servers = {
-        "celer": Realtime(Celer("celer-cli", "celer", "CELER_BIN", lambda run, v, port: [
-            "serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json",
-            "--feed", f"small=file:{run.subst['ROOT']}/small.json", *listen(port), "--workers", "1",
-            *([] if v.endswith("-plain") else ["--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"]),
-            "--max-connections", str(run.opts.conns + 2000)], cwd=".")),
+        "celer": Realtime(Celer("celer-cli", "celer", "CELER_BIN", celer_args, cwd=".")),
         "go": Realtime(GoFeed()),
         "nginx": Realtime(NginxFeed("nginx-feed.conf.in")),
+        # A second celer to compare a change against, in the same run: the
+        # binary CELER_BASE_BIN names (the sse loads only).
+        **({"base": Realtime(Celer("celer-cli", "celer", "CELER_BASE_BIN", celer_args, cwd="."))}
+           if os.environ.get("CELER_BASE_BIN") else {}),
     }
     cases = [Case("conditional", variant="https", scheme="https"),
              Case("full-gzip", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
              Case("conditional-wrk", variant="https", scheme="https"),
              Case("full-gzip-wrk", variant="https", scheme="https", headers=("Accept-Encoding: gzip",)),
-             Case("sse", variant="https", scheme="https", idle=True, servers=("celer",)),
-             Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer",)),
-             Case("sse-plain", variant="http", scheme="http", idle=True, servers=("celer",)),
-             Case("sse-small-plain", variant="http", scheme="http", idle=True, servers=("celer",))]
+             Case("sse", variant="https", scheme="https", idle=True, servers=("celer", "base")),
+             Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer", "base")),
+             Case("sse-plain", variant="http", scheme="http", idle=True, servers=("celer", "base")),
+             Case("sse-small-plain", variant="http", scheme="http", idle=True, servers=("celer", "base"))]
     columns = FEED_COLUMNS
     head_paths = ()
     loadgen = FeedLoad()
@@ -305,7 +313,8 @@ class Feed(Scenario):
         """sse: a fresh celer per repeat, `celer bench --sse` against it."""
         o = run.opts
         for rep in range(1, o.repeats + 1):
-            for label in labels:
+            # With a base build, the order rotates each repeat.
+            for label in labels[(rep - 1) % len(labels):] + labels[:(rep - 1) % len(labels)]:
                 key = (label, case.name)
                 run.start(key, case if case.scheme == "http" else self.cases[0])
                 time.sleep(1)
@@ -376,12 +385,14 @@ class Feed(Scenario):
                     verdict = "met" if c / p <= target else "NOT met"
                     out += (f"  {sc + suffix:<16} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x "
                             f"(target <= {target}x: {verdict})\n")
-        for name in ("sse", "sse-small", "sse-plain", "sse-small-plain"):
-            sse = [r for r in rows if r["scenario"] == name]
+        p99s = {}
+        for name, server in [(n, s) for n in ("sse", "sse-small", "sse-plain", "sse-small-plain")
+                             for s in ("celer", "base")]:
+            sse = [r for r in rows if r["scenario"] == name and r["server"] == server]
             if not sse:
                 continue
             num = lambda r, k: float(r[k]) if r.get(k) not in (None, "") else NAN
-            out += (f"\n{name}: SSE fan-out (celer bench --sse, celer only: the Go service and nginx have no event stream), "
+            out += (f"\n{name}{'' if server == 'celer' else ' (base build, CELER_BASE_BIN)'}: SSE fan-out (celer bench --sse, celer only: the Go service and nginx have no event stream), "
                     "from the write of the source file to the receipt of the new version, over subscribers x "
                     "updates; a fresh server per repeat:\n\n")
             hdr = (f"{'repeat':>6} {'ready':>6} {'doc B':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
@@ -393,10 +404,15 @@ class Feed(Scenario):
                         f"{fmt(num(r, 'sse_last_us') / 1e3, 1):>8} {r['sse_missing']:>7} {r['sse_lost']:>5} "
                         f"{r['bytes_per_sub'] or '-':>7} {fmt(num(r, 'sse_cpu_us'), 2):>12}\n")
             p99 = median(sse, "sse_p99_us")
+            p99s[name, server] = p99
             per = median(sse, "bytes_per_sub")
             out += (f"  median p99 {fmt(p99 / 1e3, 1)} ms (target <= 100 ms: {'met' if p99 <= 100e3 else 'NOT met'}); "
                     f"median RSS per subscriber {fmt(per)} B (target <= 4096 B: "
                     f"{'met' if per <= 4096 else 'NOT met'})\n")
+        for name in ("sse", "sse-small", "sse-plain", "sse-small-plain"):
+            if (name, "celer") in p99s and (name, "base") in p99s:
+                c, b = p99s[name, "celer"], p99s[name, "base"]
+                out += f"\n{name}: median p99 celer / base = {c / 1e3:.1f} / {b / 1e3:.1f} ms = {c / b:.2f}x"
         return out
 
     def describe(self, run):
