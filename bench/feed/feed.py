@@ -23,7 +23,7 @@ from celerbench.scenarios import ERRORS, PINNED, WRK_COLUMNS, WRK_COLS, WRK_RATI
 from celerbench.driver import medians_table, median
 
 # Where each server serves the document.
-PATHS = {"celer": "/feeds/doc", "go": "/doc.json", "nginx": "/doc.json"}
+PATHS = {"celer": "/feeds/doc", "base": "/feeds/doc", "go": "/doc.json", "nginx": "/doc.json"}
 
 
 def document():
