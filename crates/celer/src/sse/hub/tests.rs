@@ -395,12 +395,12 @@ fn a_thread_with_a_new_runtime_gets_a_new_waking_task() {
     runtime().block_on(async {
         let (mut sub, recorder) = waiting(&hub);
         let elsewhere = publish_elsewhere(&hub);
-        until_woken(&[recorder.clone()]).await;
+        until_woken(std::slice::from_ref(&recorder)).await;
         assert_eq!(recorder.wakes(), vec![here]);
         assert_eq!(drain(&mut sub), (vec![wire(1)], false));
         // The old subscriber's group is this thread's again: its new task
         // woke it, or the publisher did if it saw the old task gone.
-        until_woken(&[old_recorder.clone()]).await;
+        until_woken(std::slice::from_ref(&old_recorder)).await;
         assert!(old_recorder.wakes() == vec![here] || old_recorder.wakes() == vec![elsewhere]);
         assert_eq!(drain(&mut old), (vec![wire(1)], false));
     });
