@@ -793,10 +793,8 @@ impl Inner {
 
     /// After a publish (or close): drops the subscribers that fell behind
     /// and wakes the others. `head` is the next sequence number, `first`
-    /// the oldest the ring holds.
-    /// After a publish or the close: drops the subscribers that fell
-    /// behind (they are woken to end their streams) and wakes the others,
-    /// those of other threads' groups through their group's task.
+    /// the oldest the ring holds. Subscribers of other threads' groups
+    /// are woken by their group's task.
     fn wake(&self, head: u64, first: u64) {
         let buffer = self.config.buffer as u64;
         let mut registry = self.registry();
