@@ -25,7 +25,7 @@ from celerbench.scenarios import ERRORS, PINNED, WRK_COLUMNS, WRK_COLS, WRK_RATI
 from celerbench.driver import medians_table, median
 
 # Where each server serves the document.
-PATHS = {"celer": "/feeds/doc", "go": "/doc.json", "nginx": "/doc.json", "floor": "/doc.json"}
+PATHS = {"celer": "/feeds/doc", "base": "/feeds/doc", "go": "/doc.json", "nginx": "/doc.json", "floor": "/doc.json"}
 
 
 def document():
@@ -88,6 +88,14 @@ def rt(run):
     priority 1 with --realtime: on a machine shared with builds, ordinary
     processes get a sliver of each CPU and 10,000 handshakes time out."""
     return ["chrt", "-r", "1"] if run.opts.realtime else []
+
+
+def celer_args(run, v, port):
+    """`celer serve` with both feeds; TLS unless the variant is -plain."""
+    return ["serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json",
+            "--feed", f"small=file:{run.subst['ROOT']}/small.json", *listen(port), "--workers", "1",
+            *([] if v.endswith("-plain") else ["--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"]),
+            "--max-connections", str(run.opts.conns + 2000)]
 
 
 class Realtime:
@@ -153,14 +161,14 @@ class Feed(Scenario):
             "serving the same file; conditional requests (304) and full ones (50 KiB JSON, gzip) at 10,000 "
             "connections (celer bench) and 1,000 (wrk); SSE fan-out latency and RSS per subscriber (celer)")
     servers = {
-        "celer": Realtime(Celer("celer-cli", "celer", "CELER_BIN", lambda run, v, port: [
-            "serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json",
-            "--feed", f"small=file:{run.subst['ROOT']}/small.json", *listen(port), "--workers", "1",
-            *([] if v.endswith("-plain") else ["--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"]),
-            "--max-connections", str(run.opts.conns + 2000)], cwd=".")),
+        "celer": Realtime(Celer("celer-cli", "celer", "CELER_BIN", celer_args, cwd=".")),
         "go": Realtime(GoFeed()),
         "nginx": Realtime(NginxFeed("nginx-feed.conf.in")),
         "floor": Realtime(FeedFloor()),
+        # A second celer to compare a change against, in the same run: the
+        # binary CELER_BASE_BIN names (the sse loads only).
+        **({"base": Realtime(Celer("celer-cli", "celer", "CELER_BASE_BIN", celer_args, cwd="."))}
+           if os.environ.get("CELER_BASE_BIN") else {}),
     }
     # The floor speaks plain HTTP only: the -plain loads.
     tls = ("celer", "go", "nginx")
@@ -172,10 +180,10 @@ class Feed(Scenario):
              Case("conditional-plain", variant="http-plain", scheme="http", servers=("celer", "floor")),
              Case("full-gzip-plain", variant="http-plain", scheme="http", headers=("Accept-Encoding: gzip",),
                   servers=("celer", "floor")),
-             Case("sse", variant="https", scheme="https", idle=True, servers=("celer",)),
-             Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer",)),
-             Case("sse-plain", variant="http", scheme="http", idle=True, servers=("celer",)),
-             Case("sse-small-plain", variant="http", scheme="http", idle=True, servers=("celer",))]
+             Case("sse", variant="https", scheme="https", idle=True, servers=("celer", "base")),
+             Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer", "base")),
+             Case("sse-plain", variant="http", scheme="http", idle=True, servers=("celer", "base")),
+             Case("sse-small-plain", variant="http", scheme="http", idle=True, servers=("celer", "base"))]
     columns = FEED_COLUMNS
     head_paths = ()
     loadgen = FeedLoad()
@@ -323,7 +331,8 @@ class Feed(Scenario):
         """sse: a fresh celer per repeat, `celer bench --sse` against it."""
         o = run.opts
         for rep in range(1, o.repeats + 1):
-            for label in labels:
+            # With a base build, the order rotates each repeat.
+            for label in labels[(rep - 1) % len(labels):] + labels[:(rep - 1) % len(labels)]:
                 key = (label, case.name)
                 run.start(key, case if case.scheme == "http" else self.cases[0])
                 time.sleep(1)
@@ -407,12 +416,14 @@ class Feed(Scenario):
         if floor_lines:
             out += ("The floor (decision 132): no server answering over HTTPS can spend less than the floor does "
                     "over plain HTTP with the same system calls:\n" + floor_lines)
-        for name in ("sse", "sse-small", "sse-plain", "sse-small-plain"):
-            sse = [r for r in rows if r["scenario"] == name]
+        p99s = {}
+        for name, server in [(n, s) for n in ("sse", "sse-small", "sse-plain", "sse-small-plain")
+                             for s in ("celer", "base")]:
+            sse = [r for r in rows if r["scenario"] == name and r["server"] == server]
             if not sse:
                 continue
             num = lambda r, k: float(r[k]) if r.get(k) not in (None, "") else NAN
-            out += (f"\n{name}: SSE fan-out (celer bench --sse, celer only: the Go service and nginx have no event stream), "
+            out += (f"\n{name}{'' if server == 'celer' else ' (base build, CELER_BASE_BIN)'}: SSE fan-out (celer bench --sse, celer only: the Go service and nginx have no event stream), "
                     "from the write of the source file to the receipt of the new version, over subscribers x "
                     "updates; a fresh server per repeat:\n\n")
             hdr = (f"{'repeat':>6} {'ready':>6} {'doc B':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
@@ -424,10 +435,15 @@ class Feed(Scenario):
                         f"{fmt(num(r, 'sse_last_us') / 1e3, 1):>8} {r['sse_missing']:>7} {r['sse_lost']:>5} "
                         f"{r['bytes_per_sub'] or '-':>7} {fmt(num(r, 'sse_cpu_us'), 2):>12}\n")
             p99 = median(sse, "sse_p99_us")
+            p99s[name, server] = p99
             per = median(sse, "bytes_per_sub")
             out += (f"  median p99 {fmt(p99 / 1e3, 1)} ms (target <= 100 ms: {'met' if p99 <= 100e3 else 'NOT met'}); "
                     f"median RSS per subscriber {fmt(per)} B (target <= 4096 B: "
                     f"{'met' if per <= 4096 else 'NOT met'})\n")
+        for name in ("sse", "sse-small", "sse-plain", "sse-small-plain"):
+            if (name, "celer") in p99s and (name, "base") in p99s:
+                c, b = p99s[name, "celer"], p99s[name, "base"]
+                out += f"\n{name}: median p99 celer / base = {c / 1e3:.1f} / {b / 1e3:.1f} ms = {c / b:.2f}x"
         return out
 
     def case(self, name):

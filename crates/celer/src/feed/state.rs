@@ -324,6 +324,13 @@ impl Feed {
         // large document. An SSE subscriber joining now gets this event
         // from the hub's history, whatever `current` says.
         self.push_sse(&id, &doc);
+        // The publish woke the subscribers' workers; on a core they share
+        // with this thread, they send the event before the compressing
+        // starts (under a round-robin real-time policy a woken thread of
+        // the same priority would otherwise wait for this one to block;
+        // under the fair scheduler the compressing would take half the
+        // core while the event goes out). One system call per version.
+        std::thread::yield_now();
         let version = Arc::new(Version::with_id(number, doc, id, updated));
         // Current before the WebSocket push: a socket that joins between
         // them and reads the current version gets this one at worst twice.

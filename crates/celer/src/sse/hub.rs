@@ -3,9 +3,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
+};
 use std::task::{Context, Poll};
+use std::thread::{self, ThreadId};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -33,6 +37,9 @@ pub const DEFAULT_MAX_EVENT_BYTES: usize = 256 * 1024;
 
 /// Subscribers a hub serves at once, by default.
 pub const DEFAULT_MAX_SUBSCRIBERS: usize = 10_000;
+
+/// A slot's group when it has none.
+const NO_GROUP: u32 = u32::MAX;
 
 /// What a refused subscriber is told to wait before trying again, in
 /// seconds.
@@ -83,6 +90,13 @@ const RETRY_AFTER_SECS: u32 = 5;
 ///   bounded by [`HubBuilder::history`] + [`HubBuilder::buffer`] events
 ///   and [`HubBuilder::buffer_bytes`] bytes, whatever the number of
 ///   subscribers or how slow they are.
+/// - **Woken where they run.** A publish from another thread than the
+///   subscribers' (a source on a thread of its own, say) wakes one task
+///   per runtime thread that has subscribers, and that task wakes them:
+///   waking a task of another thread's runtime costs a system call (the
+///   runtime's wake-up of its poller), waking one of the same thread a
+///   queue push, so a publish to 10,000 subscribers makes one system call
+///   per worker instead of 10,000.
 /// - **Slow subscribers are dropped.** One more than [`HubBuilder::buffer`]
 ///   events behind the newest (counted from when it subscribed, so the
 ///   replay of history does not count), or behind the oldest event the
@@ -258,7 +272,34 @@ struct Registry {
     slots: Vec<Option<Arc<Slot>>>,
     free: Vec<usize>,
     live: usize,
+    /// One per thread that subscribed from inside a tokio runtime: a
+    /// handful (the server's workers), reused when their task is gone.
+    groups: Vec<Group>,
 }
+
+/// The subscribers that subscribed on one thread, and the task on that
+/// thread's runtime that wakes them for publishers on other threads.
+struct Group {
+    thread: ThreadId,
+    signal: Arc<Signal>,
+}
+
+/// A publisher's call to a group's task.
+#[derive(Default)]
+struct Signal {
+    /// Set by a publisher, taken by the task before it wakes its group.
+    pending: AtomicBool,
+    /// Set by the hub's drop: the task ends.
+    closed: AtomicBool,
+    /// Set when the task is gone (its runtime shut down, or the hub was
+    /// dropped): publishers wake the group's subscribers themselves.
+    gone: AtomicBool,
+    waker: AtomicWaker,
+}
+
+/// Held by a group's task (also before its first poll): marks the group's
+/// signal gone when the task is dropped, however it ends.
+struct GroupTask(Arc<Signal>);
 
 /// One subscriber, as the publisher sees it.
 struct Slot {
@@ -271,6 +312,10 @@ struct Slot {
     joined: u64,
     /// Set (once) when the subscriber is dropped for falling behind.
     dropped: AtomicBool,
+    /// Its index in the registry's groups, [`NO_GROUP`] when it
+    /// subscribed outside a tokio runtime (a `u32`: the slot stays in a
+    /// 64-byte allocation).
+    group: u32,
 }
 
 /// A subscriber's end: reads the ring from its position. Held by the
@@ -459,11 +504,13 @@ impl Hub {
             return Err(SubscribeError::new(SubscribeErrorKind::Closed));
         }
         drop(ring);
+        let group = registry.group_here(inner);
         let slot = Arc::new(Slot {
             waker: AtomicWaker::new(),
             cursor: AtomicU64::new(cursor),
             joined: head,
             dropped: AtomicBool::new(false),
+            group,
         });
         let index = registry.insert(slot.clone());
         drop(registry);
@@ -746,10 +793,19 @@ impl Inner {
 
     /// After a publish (or close): drops the subscribers that fell behind
     /// and wakes the others. `head` is the next sequence number, `first`
-    /// the oldest the ring holds.
+    /// the oldest the ring holds. Subscribers of other threads' groups
+    /// are woken by their group's task.
     fn wake(&self, head: u64, first: u64) {
         let buffer = self.config.buffer as u64;
         let mut registry = self.registry();
+        // Which groups' tasks wake their subscribers this time: those of
+        // other threads whose task still runs.
+        let here = thread::current().id();
+        let deferred: Vec<bool> = registry
+            .groups
+            .iter()
+            .map(|group| group.thread != here && !group.signal.gone.load(Ordering::Acquire))
+            .collect();
         let mut dropped = 0;
         for index in 0..registry.slots.len() {
             let Some(slot) = &registry.slots[index] else {
@@ -762,15 +818,79 @@ impl Inner {
                 slot.waker.wake();
                 registry.remove(index);
                 dropped += 1;
-            } else {
+            } else if deferred.get(slot.group as usize) != Some(&true) {
                 slot.waker.wake();
             }
+        }
+        for (group, _) in registry.groups.iter().zip(&deferred).filter(|(_, d)| **d) {
+            group.signal.pending.store(true, Ordering::Release);
+            group.signal.waker.wake();
         }
         drop(registry);
         if dropped > 0 {
             self.dropped.fetch_add(dropped, Ordering::Relaxed);
             tracing::debug!(target: "celer::sse", dropped, "slow subscribers dropped");
         }
+    }
+
+    /// A group's task, woken by a publisher on another thread: wakes the
+    /// group's subscribers from their own thread.
+    fn wake_group(&self, group: u32) {
+        let registry = self.registry();
+        for slot in registry.slots.iter().flatten() {
+            if slot.group == group {
+                slot.waker.wake();
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let registry = self
+            .subscribers
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for group in &registry.groups {
+            group.signal.closed.store(true, Ordering::Release);
+            group.signal.waker.wake();
+        }
+    }
+}
+
+// ===== impl Group =====
+
+/// A group's task: waits for publishers' signals and wakes the group; ends
+/// when the hub is dropped. Holds the hub weakly, so it keeps nothing
+/// alive.
+async fn run_group(hub: Weak<Inner>, group: u32, task: GroupTask) {
+    let signal = &task.0;
+    loop {
+        let go = poll_fn(|cx| {
+            for _ in 0..2 {
+                if signal.pending.swap(false, Ordering::AcqRel) {
+                    return Poll::Ready(true);
+                }
+                if signal.closed.load(Ordering::Acquire) {
+                    return Poll::Ready(false);
+                }
+                // Registered, then checked again: a signal between the
+                // first check and the registration is not lost.
+                signal.waker.register(cx.waker());
+            }
+            Poll::Pending
+        })
+        .await;
+        let Some(inner) = hub.upgrade().filter(|_| go) else {
+            return;
+        };
+        inner.wake_group(group);
+    }
+}
+
+impl Drop for GroupTask {
+    fn drop(&mut self) {
+        self.0.gone.store(true, Ordering::Release);
     }
 }
 
@@ -827,6 +947,50 @@ impl Ring {
 // ===== impl Registry =====
 
 impl Registry {
+    /// The group of the calling thread, its task started (again) if it is
+    /// not running; none outside a tokio runtime, where a publisher wakes
+    /// the subscriber itself.
+    fn group_here(&mut self, inner: &Arc<Inner>) -> u32 {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return NO_GROUP;
+        };
+        let here = thread::current().id();
+        let index = match self.groups.iter().position(|g| g.thread == here) {
+            Some(index) if !self.groups[index].signal.gone.load(Ordering::Acquire) => {
+                return index as u32;
+            }
+            Some(index) => index,
+            // A thread that is gone leaves its group to the next one.
+            None => match self
+                .groups
+                .iter()
+                .position(|g| g.signal.gone.load(Ordering::Acquire))
+            {
+                Some(index) => index,
+                None => {
+                    self.groups.push(Group {
+                        thread: here,
+                        signal: Arc::default(),
+                    });
+                    self.groups.len() - 1
+                }
+            },
+        };
+        let signal = Arc::new(Signal::default());
+        self.groups[index] = Group {
+            thread: here,
+            signal: signal.clone(),
+        };
+        // A runtime shutting down drops the task unpolled: the group is
+        // gone again, and publishers wake its subscribers themselves.
+        drop(runtime.spawn(run_group(
+            Arc::downgrade(inner),
+            index as u32,
+            GroupTask(signal),
+        )));
+        index as u32
+    }
+
     fn insert(&mut self, slot: Arc<Slot>) -> usize {
         self.live += 1;
         match self.free.pop() {

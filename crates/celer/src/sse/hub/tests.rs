@@ -1,7 +1,10 @@
-//! Unit tests of the hub: the ring, replay, limits at their edges and the
-//! dropping of slow subscribers.
+//! Unit tests of the hub: the ring, replay, limits at their edges, the
+//! dropping of slow subscribers, and where subscribers are woken.
 
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, ThreadId};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -278,4 +281,161 @@ fn publishing_from_many_threads_keeps_one_order() {
             assert!(event.ends_with(&format!("data: {t}-{n}\n\n")));
         }
     }
+}
+
+/// A waker that notes the thread of each wake.
+#[derive(Default)]
+struct Recorder {
+    wakes: Mutex<Vec<ThreadId>>,
+}
+
+impl Wake for Recorder {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wakes.lock().unwrap().push(thread::current().id());
+    }
+}
+
+impl Recorder {
+    fn wakes(&self) -> Vec<ThreadId> {
+        self.wakes.lock().unwrap().clone()
+    }
+}
+
+/// A subscriber polled once with a recording waker: it waits.
+fn waiting(hub: &Hub) -> (Subscriber, Arc<Recorder>) {
+    let mut sub = hub.subscriber(None).unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let waker = Waker::from(recorder.clone());
+    assert!(sub.poll_next(&mut Context::from_waker(&waker)).is_pending());
+    (sub, recorder)
+}
+
+/// Publishes event 1 from a thread of its own; returns that thread's id.
+fn publish_elsewhere(hub: &Hub) -> ThreadId {
+    let hub = hub.clone();
+    thread::spawn(move || {
+        hub.publish(data(1)).unwrap();
+        thread::current().id()
+    })
+    .join()
+    .unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Lets the runtime run its other tasks until every recorder was woken
+/// (bounded: a lost wake fails the test instead of hanging it).
+async fn until_woken(recorders: &[Arc<Recorder>]) {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while recorders.iter().any(|r| r.wakes().is_empty()) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("every subscriber is woken");
+}
+
+#[test]
+fn a_publish_from_another_thread_wakes_subscribers_from_their_own_thread() {
+    let hub = Hub::new();
+    let here = thread::current().id();
+    runtime().block_on(async {
+        let (mut subs, recorders): (Vec<_>, Vec<_>) = (0..3).map(|_| waiting(&hub)).unzip();
+        let elsewhere = publish_elsewhere(&hub);
+        assert_ne!(elsewhere, here);
+        // The publisher woke none of them: it called the task of their
+        // thread, which wakes them when this runtime runs it.
+        assert!(recorders.iter().all(|r| r.wakes().is_empty()));
+        until_woken(&recorders).await;
+        for (sub, recorder) in subs.iter_mut().zip(&recorders) {
+            assert_eq!(recorder.wakes(), vec![here]);
+            assert_eq!(drain(sub), (vec![wire(1)], false));
+        }
+    });
+}
+
+#[test]
+fn a_publish_on_the_subscribers_thread_wakes_them_at_once() {
+    let hub = Hub::new();
+    let here = thread::current().id();
+    runtime().block_on(async {
+        let (mut sub, recorder) = waiting(&hub);
+        hub.publish(data(1)).unwrap();
+        assert_eq!(recorder.wakes(), vec![here]);
+        assert_eq!(drain(&mut sub), (vec![wire(1)], false));
+    });
+}
+
+#[test]
+fn subscribers_whose_runtime_is_gone_are_woken_by_the_publisher() {
+    let hub = Hub::new();
+    // Subscribed inside a runtime that then shuts down, taking the task
+    // of the thread's group with it.
+    let (mut sub, recorder) = runtime().block_on(async { waiting(&hub) });
+    let elsewhere = publish_elsewhere(&hub);
+    assert_eq!(recorder.wakes(), vec![elsewhere]);
+    assert_eq!(drain(&mut sub), (vec![wire(1)], false));
+}
+
+#[test]
+fn a_thread_with_a_new_runtime_gets_a_new_waking_task() {
+    let hub = Hub::new();
+    let here = thread::current().id();
+    // The first runtime's task is gone with it; the old subscriber stays.
+    let (mut old, old_recorder) = runtime().block_on(async { waiting(&hub) });
+    runtime().block_on(async {
+        let (mut sub, recorder) = waiting(&hub);
+        let elsewhere = publish_elsewhere(&hub);
+        until_woken(std::slice::from_ref(&recorder)).await;
+        assert_eq!(recorder.wakes(), vec![here]);
+        assert_eq!(drain(&mut sub), (vec![wire(1)], false));
+        // The old subscriber's group is this thread's again: its new task
+        // woke it, or the publisher did if it saw the old task gone.
+        until_woken(std::slice::from_ref(&old_recorder)).await;
+        assert!(old_recorder.wakes() == vec![here] || old_recorder.wakes() == vec![elsewhere]);
+        assert_eq!(drain(&mut old), (vec![wire(1)], false));
+    });
+}
+
+#[test]
+fn slow_subscribers_of_another_thread_are_dropped_by_the_publisher() {
+    let hub = Hub::builder().buffer(1).build();
+    runtime().block_on(async {
+        let (mut sub, recorder) = waiting(&hub);
+        publish_elsewhere(&hub);
+        // Two behind: the second publish drops it, at once.
+        publish_elsewhere(&hub);
+        assert_eq!(hub.stats().dropped, 1);
+        assert_eq!(hub.stats().subscribers, 0);
+        until_woken(&[recorder]).await;
+        assert_eq!(drain(&mut sub), (vec![], true));
+    });
+}
+
+#[test]
+fn the_waking_task_ends_with_the_hub() {
+    runtime().block_on(async {
+        let metrics = tokio::runtime::Handle::current().metrics();
+        let hub = Hub::new();
+        let (sub, _) = waiting(&hub);
+        assert_eq!(metrics.num_alive_tasks(), 1);
+        drop(sub);
+        drop(hub);
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while metrics.num_alive_tasks() > 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the task ends when the hub is dropped");
+    });
 }
