@@ -246,35 +246,51 @@ fn shutdown_right_after_a_job_stops_idle_workers() {
     });
 }
 
-#[test]
-fn many_requesters_on_few_workers_get_every_value() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// A runtime of two threads, for requesters that run at once.
+fn two_threads() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .unwrap();
-    rt.block_on(async {
+        .unwrap()
+}
+
+/// `requesters` tasks, each waiting for a slot `jobs` times and summing
+/// `value(r, j)` computed on the pool; the sum of all their sums.
+async fn sum_of_waited_values(
+    pool: &Dispatcher,
+    requesters: u64,
+    jobs: u64,
+    value: fn(u64, u64) -> u64,
+) -> u64 {
+    let mut tasks = Vec::new();
+    for r in 0..requesters {
+        let pool = pool.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut sum = 0;
+            for j in 0..jobs {
+                sum += pool
+                    .dispatch_wait(DEADLINE, move || value(r, j))
+                    .await
+                    .unwrap();
+            }
+            sum
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    total
+}
+
+#[test]
+fn many_requesters_on_few_workers_get_every_value() {
+    two_threads().block_on(async {
+        // Waits for a slot when the queue is full; some jobs go to idle
+        // workers, some through the queue.
         let pool = Dispatcher::builder().threads(3).queue(8).build();
-        let mut requesters = Vec::new();
-        for r in 0..32u64 {
-            let pool = pool.clone();
-            requesters.push(tokio::spawn(async move {
-                let mut sum = 0;
-                for j in 0..50u64 {
-                    // Waits for a slot when the queue is full; some jobs
-                    // go to idle workers, some through the queue.
-                    sum += pool
-                        .dispatch_wait(DEADLINE, move || r * 1000 + j)
-                        .await
-                        .unwrap();
-                }
-                sum
-            }));
-        }
-        let mut total = 0;
-        for requester in requesters {
-            total += requester.await.unwrap();
-        }
+        let total = sum_of_waited_values(&pool, 32, 50, |r, j| r * 1000 + j).await;
         let expected: u64 = (0..32u64)
             .map(|r| (0..50u64).map(|j| r * 1000 + j).sum::<u64>())
             .sum();
@@ -288,12 +304,7 @@ fn many_requesters_on_few_workers_get_every_value() {
 
 #[test]
 fn slots_are_counted_exactly_under_concurrency() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    two_threads().block_on(async {
         // Two threads and a queue of four: at most six jobs held at once.
         let pool = Dispatcher::builder().threads(2).queue(4).build();
         let over = Arc::new(AtomicBool::new(false));
@@ -344,31 +355,12 @@ fn slots_are_counted_exactly_under_concurrency() {
 
 #[test]
 fn waiters_for_a_slot_are_never_left_asleep() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    two_threads().block_on(async {
         // Two slots for eight requesters: nearly every job waits for one,
         // and a lost wake-up would hold a waiter until its deadline, which
         // refuses it.
         let pool = Dispatcher::builder().threads(1).queue(1).build();
-        let mut requesters = Vec::new();
-        for r in 0..8u64 {
-            let pool = pool.clone();
-            requesters.push(tokio::spawn(async move {
-                let mut sum = 0;
-                for j in 0..100u64 {
-                    sum += pool.dispatch_wait(DEADLINE, move || r + j).await.unwrap();
-                }
-                sum
-            }));
-        }
-        let mut total = 0;
-        for requester in requesters {
-            total += requester.await.unwrap();
-        }
+        let total = sum_of_waited_values(&pool, 8, 100, |r, j| r + j).await;
         assert_eq!(total, (0..8u64).map(|r| 100 * r + 4950).sum::<u64>());
         let stats = pool.stats();
         assert_eq!((stats.completed, stats.rejected), (800, 0));
