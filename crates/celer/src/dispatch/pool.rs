@@ -148,6 +148,7 @@ struct Slots {
 }
 
 /// Why no slot was taken.
+#[derive(Clone, Copy)]
 enum NoSlot {
     Full,
     Closed,
@@ -267,11 +268,7 @@ impl Dispatcher {
         T: Send + 'static,
     {
         let shared = &self.owner.shared;
-        match shared.slots.try_take() {
-            Ok(()) => {}
-            Err(NoSlot::Full) => return Err(shared.reject()),
-            Err(NoSlot::Closed) => return Err(DispatchError::new_stopped()),
-        }
+        shared.slots.try_take().map_err(|no| shared.refusal(no))?;
         self.enqueue(job).await
     }
 
@@ -296,11 +293,11 @@ impl Dispatcher {
         T: Send + 'static,
     {
         let shared = &self.owner.shared;
-        match shared.slots.take_within(deadline).await {
-            Ok(()) => {}
-            Err(NoSlot::Full) => return Err(shared.reject()),
-            Err(NoSlot::Closed) => return Err(DispatchError::new_stopped()),
-        }
+        shared
+            .slots
+            .take_within(deadline)
+            .await
+            .map_err(|no| shared.refusal(no))?;
         self.enqueue(job).await
     }
 
@@ -446,9 +443,15 @@ impl Shared {
         Ok(())
     }
 
-    fn reject(&self) -> DispatchError {
-        self.rejected.fetch_add(1, Ordering::Relaxed);
-        DispatchError::new_overloaded(self.retry_after)
+    /// The error for a job that got no slot.
+    fn refusal(&self, no: NoSlot) -> DispatchError {
+        match no {
+            NoSlot::Full => {
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                DispatchError::new_overloaded(self.retry_after)
+            }
+            NoSlot::Closed => DispatchError::new_stopped(),
+        }
     }
 
     /// Refuses new jobs and slot waiters and stops the idle workers; the
