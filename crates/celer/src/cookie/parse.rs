@@ -159,6 +159,87 @@ pub(crate) fn find_pair(field: &[u8], name: &[u8]) -> Option<(usize, usize)> {
     }
 }
 
+/// [`find_pair`] for one name known in advance (a session's cookie):
+/// the name is searched for with a prebuilt `memchr::memmem::Finder`
+/// (vectorised, no set-up per call) and each occurrence is checked to be
+/// a pair's name: only OWS back to the field's start or a `;`, then OWS
+/// and `=`. The first occurrence that passes is the first pair of that
+/// name, which is what [`find_pair`] answers; the fields before it are not
+/// taken apart.
+#[derive(Debug)]
+pub(crate) struct NameFinder {
+    /// `None` for a name no pair can have (empty, with `=` or `;`, or
+    /// with whitespace at either end): it finds nothing.
+    finder: Option<memchr::memmem::Finder<'static>>,
+}
+
+impl NameFinder {
+    /// A finder of the pairs named `name`.
+    pub(crate) fn new(name: &str) -> NameFinder {
+        let name = name.as_bytes();
+        let valid = match (name.first(), name.last()) {
+            (Some(&first), Some(&last)) => {
+                !ows(first) && !ows(last) && !name.iter().any(|&b| b == b'=' || b == b';')
+            }
+            _ => false,
+        };
+        NameFinder {
+            finder: valid.then(|| memchr::memmem::Finder::new(name).into_owned()),
+        }
+    }
+
+    /// The value of the first pair of the name in `field`, as a range of
+    /// `field` (what [`find_pair`] answers).
+    #[inline]
+    pub(crate) fn find(&self, field: &[u8]) -> Option<(usize, usize)> {
+        let finder = self.finder.as_ref()?;
+        let len = finder.needle().len();
+        let mut from = 0;
+        while let Some(found) = finder.find(&field[from..]) {
+            let at = from + found;
+            let mut before = at;
+            while before > 0 && ows(field[before - 1]) {
+                before -= 1;
+            }
+            if before == 0 || field[before - 1] == b';' {
+                let mut eq = at + len;
+                while eq < field.len() && ows(field[eq]) {
+                    eq += 1;
+                }
+                if eq < field.len() && field[eq] == b'=' {
+                    let end = next_semicolon(field, eq + 1);
+                    return Some(value_range(field, eq + 1, end));
+                }
+            }
+            from = at + 1;
+        }
+        None
+    }
+}
+
+/// SP or HTAB (RFC 9110 §5.6.3 OWS).
+#[inline]
+fn ows(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// The value between `from` (after the `=`) and `to` (the pair's end):
+/// OWS dropped at both ends, then one pair of double quotes.
+#[inline]
+fn value_range(field: &[u8], mut from: usize, mut to: usize) -> (usize, usize) {
+    while from < to && ows(field[from]) {
+        from += 1;
+    }
+    while to > from && ows(field[to - 1]) {
+        to -= 1;
+    }
+    if to - from >= 2 && field[from] == b'"' && field[to - 1] == b'"' {
+        from += 1;
+        to -= 1;
+    }
+    (from, to)
+}
+
 /// `s` without leading and trailing SP and HTAB (RFC 9110 §5.6.3 OWS).
 #[inline]
 fn trim_ows(s: &str) -> &str {
@@ -175,7 +256,7 @@ fn trim_ows(s: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::{find_pair, next_semicolon, parse_pairs};
+    use super::{NameFinder, find_pair, next_semicolon, parse_pairs};
 
     fn all(field: &str) -> Vec<(&str, &str)> {
         parse_pairs(field).collect()
@@ -282,6 +363,12 @@ mod tests {
                 let expect = parse_pairs(field).find(|(n, _)| *n == name).map(|(_, v)| v);
                 let got = find_pair(field.as_bytes(), name.as_bytes()).map(|(s, e)| &field[s..e]);
                 assert_eq!(got, expect, "{field:?} {name:?}");
+                let found = NameFinder::new(name).find(field.as_bytes());
+                assert_eq!(
+                    found.map(|(s, e)| &field[s..e]),
+                    expect,
+                    "{field:?} {name:?}"
+                );
             }
         }
     }
@@ -293,6 +380,7 @@ mod tests {
     fn find_pair_agrees_with_the_parser_on_every_short_field() {
         const ALPHABET: &[u8] = b"as =;\"\t";
         let names = ["a", "s", "as", "a s", "sa"];
+        let finders = names.map(NameFinder::new);
         let mut field = Vec::new();
         for len in 0..=6u32 {
             for mut n in 0..ALPHABET.len().pow(len) {
@@ -302,10 +390,12 @@ mod tests {
                     n /= ALPHABET.len();
                 }
                 let text = std::str::from_utf8(&field).unwrap();
-                for name in names {
+                for (k, name) in names.into_iter().enumerate() {
                     let expect = parse_pairs(text).find(|(n, _)| *n == name).map(|(_, v)| v);
                     let got = find_pair(&field, name.as_bytes()).map(|(s, e)| &text[s..e]);
                     assert_eq!(got, expect, "{text:?} {name:?}");
+                    let found = finders[k].find(&field).map(|(s, e)| &text[s..e]);
+                    assert_eq!(found, expect, "{text:?} {name:?}");
                 }
             }
         }

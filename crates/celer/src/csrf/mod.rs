@@ -301,10 +301,14 @@ fn form_urlencoded_field(body: &[u8], field: &str) -> Option<String> {
         .find_map(|(name, value)| (name == field).then_some(value))
 }
 
+/// The request's session, its `Cookie` field read (a `431` over the
+/// jar's limits).
 fn session_of(req: &Request) -> Result<Session, Error> {
-    req.session().cloned().ok_or_else(|| {
+    let session = req.session().cloned().ok_or_else(|| {
         Error::internal("csrf needs the session: install Sessions::layer() before Csrf::layer()")
-    })
+    })?;
+    session.attach(req.headers())?;
+    Ok(session)
 }
 
 /// A token for the request's session, masked afresh: put it in forms (the

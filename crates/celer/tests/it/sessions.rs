@@ -393,13 +393,31 @@ async fn cookie_store_with_curl_and_a_tampered_cookie() {
     served.stop().await;
 }
 
+/// The jar's limits are checked where the session is extracted: a route
+/// that takes the session answers `431` naming the limit, before its
+/// handler goes on; one that never takes it does not read the cookies.
 #[tokio::test]
-async fn oversized_cookies_are_431_before_the_handler() {
+async fn oversized_cookies_are_431_where_the_session_is_extracted() {
     for store in Store::all() {
         let served = Served::start(app(&store.sessions())).await;
         let big = format!("sid={}", "a".repeat(celer::cookie::MAX_COOKIE_HEADER_BYTES));
         let res = get(&served, "/me", Some(&big)).await;
         assert_eq!(res.status, 431, "{}", store.name());
+        assert!(
+            String::from_utf8_lossy(&res.body).contains("8192"),
+            "{}: {:?}",
+            store.name(),
+            String::from_utf8_lossy(&res.body)
+        );
+        let many = (0..=celer::cookie::MAX_COOKIES)
+            .map(|i| format!("c{i}=1"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let res = get(&served, "/me", Some(&many)).await;
+        assert_eq!(res.status, 431, "{}", store.name());
+        let res = get(&served, "/plain", Some(&big)).await;
+        assert_eq!(res.status, 200, "{}", store.name());
+        assert_eq!(res.body, b"plain", "{}", store.name());
         served.stop().await;
     }
 }
