@@ -93,7 +93,7 @@ use crate::cookie::{
     Cookie, CookieJar, CookieRejection, CookieText, NameFinder, Pending, SameSite,
 };
 use crate::extract::FromRequest;
-use crate::handler::NextFuture;
+use crate::handler::{Dispatched, NextFuture};
 use crate::{Error, Handler, Next, Request, Response};
 
 /// The default idle timeout: 30 minutes without a request that reads the
@@ -273,8 +273,8 @@ fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     };
     req.set_session(session.clone());
     let fut = match &config.csrf {
-        Some(csrf) => csrf.check(req, next),
-        None => next.run(req),
+        Some(csrf) => csrf.check_in_place(req, next),
+        None => next.run_in_place(req),
     };
     SessionFuture {
         session: Some(session),
@@ -282,14 +282,19 @@ fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     }
 }
 
-/// The session middleware's future: the rest of the chain, then the save
-/// when the session changed. Two words beside the chain's future, so the
-/// app keeps it in place (no allocation) until a save has to wait.
-struct SessionFuture {
-    /// Taken when the chain has answered.
-    session: Option<Session>,
-    /// The rest of the chain; then, if a save is due, the save.
-    fut: NextFuture,
+pin_project_lite::pin_project! {
+    /// The session middleware's future: the rest of the chain, then the
+    /// save when the session changed. It holds the chain's future itself
+    /// (a handler's small future in place, not boxed): the app boxes this
+    /// future when middleware comes before it, and a box for each of the
+    /// two would cost an allocation more per request.
+    struct SessionFuture {
+        // Taken when the chain has answered.
+        session: Option<Session>,
+        // The rest of the chain; then, if a save is due, the save.
+        #[pin]
+        fut: Dispatched,
+    }
 }
 
 impl Future for SessionFuture {
@@ -297,22 +302,28 @@ impl Future for SessionFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
         use crate::IntoResponse as _;
-        let this = self.get_mut();
+        let mut this = self.project();
         loop {
-            let res = std::task::ready!(Pin::new(&mut this.fut).poll(cx));
-            let Some(session) = this.session.take() else {
+            let res = match std::task::ready!(this.fut.as_mut().poll_output(cx)) {
+                Ok(res) => res,
+                Err(never) => match never {},
+            };
+            let Some(mut session) = this.session.take() else {
                 return Poll::Ready(res);
             };
             if !session.needs_finish() {
                 return Poll::Ready(res);
             }
-            this.fut = NextFuture::boxed(Box::pin(async move {
-                let mut res = res;
-                match session.finish(&mut res).await {
-                    Ok(()) => res,
-                    Err(err) => err.into_response(),
-                }
-            }));
+            this.fut.set(
+                NextFuture::boxed(Box::pin(async move {
+                    let mut res = res;
+                    match session.finish(&mut res).await {
+                        Ok(()) => res,
+                        Err(err) => err.into_response(),
+                    }
+                }))
+                .into(),
+            );
         }
     }
 }
@@ -520,10 +531,18 @@ impl Session {
     }
 
     /// Whether [`finish`](Self::finish) has anything to do: the session
-    /// was read and then changed or destroyed.
-    fn needs_finish(&self) -> bool {
-        let state = self.lock();
-        state.record.is_some() && (state.changed || state.destroyed)
+    /// was read and then changed or destroyed. Once the request is gone
+    /// (the usual case after the chain answered) this is the last handle
+    /// and the state is read without locking.
+    fn needs_finish(&mut self) -> bool {
+        let due = |state: &State| state.record.is_some() && (state.changed || state.destroyed);
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => due(inner
+                .state
+                .get_mut()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())),
+            None => due(&self.lock()),
+        }
     }
 
     /// Saves what changed and sets the cookie.
@@ -608,14 +627,6 @@ impl StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The session middleware's future fits the room the app keeps for a
-    /// future in place (`handler::inline::WORDS`, 4 words), so a request
-    /// through it allocates nothing for it.
-    #[test]
-    fn the_middleware_future_is_kept_in_place() {
-        assert!(std::mem::size_of::<SessionFuture>() <= 4 * std::mem::size_of::<usize>());
-    }
 
     /// `Request::into_http` hands the session on in the extensions.
     #[test]
