@@ -5,7 +5,7 @@
 //! middleware (which lets a `GET` through after its method check).
 //! `/s/bare` is the plain handler behind the same stack: what the stack
 //! costs by itself, with no cookie, session or token read by the handler
-//! (the session is then never loaded). `/f/plaintext` and `/f/bare` are
+//! (its cookies are then never read). `/f/plaintext` and `/f/bare` are
 //! the same two behind one fused middleware (`Sessions::csrf`: the CSRF
 //! check made by the session middleware, one step of the chain fewer).
 //!

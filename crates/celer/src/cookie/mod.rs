@@ -75,6 +75,7 @@ use http::{HeaderMap, StatusCode, header};
 pub(crate) use self::ascii::CookieText;
 use self::ascii::Shared;
 pub use self::crypto::{Algorithm, EncryptionKeys, KeyError, MIN_KEY_BYTES, SigningKeys};
+pub(crate) use self::parse::NameFinder;
 pub use self::parse::parse_pairs;
 pub use self::set::{Cookie, CookieError, SameSite};
 
@@ -367,19 +368,26 @@ pub(crate) fn find_in_field(field: &http::HeaderValue, name: &str) -> Option<Coo
         // Checked before the clone: most fields do not hold the name.
         parse::find_pair(bytes, name.as_bytes())?;
     }
-    find_in_owned(field.clone(), name)
+    find_in_owned(field.clone(), |bytes| {
+        parse::find_pair(bytes, name.as_bytes())
+    })
 }
 
-/// [`find_in_field`] keeping `field` itself when the value is shared.
-fn find_in_owned(field: http::HeaderValue, name: &str) -> Option<CookieText> {
+/// [`find_in_field`] keeping `field` itself when the value is shared;
+/// `search` finds the pair's value in the field's bytes.
+#[inline]
+fn find_in_owned(
+    field: http::HeaderValue,
+    search: impl Fn(&[u8]) -> Option<(usize, usize)>,
+) -> Option<CookieText> {
     match Shared::from_value(field) {
         Ok(shared) => {
-            let (start, end) = parse::find_pair(shared.as_str().as_bytes(), name.as_bytes())?;
+            let (start, end) = search(shared.as_str().as_bytes())?;
             shared.slice(start, end).map(CookieText::Shared)
         }
         Err(field) => {
             let text = std::str::from_utf8(field.as_bytes()).ok()?;
-            let (start, end) = parse::find_pair(text.as_bytes(), name.as_bytes())?;
+            let (start, end) = search(text.as_bytes())?;
             Some(CookieText::Owned(text[start..end].into()))
         }
     }
@@ -416,12 +424,12 @@ pub(crate) fn pending(headers: &HeaderMap, name: &str) -> Result<Pending, Cookie
 }
 
 impl Pending {
-    /// The value of cookie `name` (the name [`pending`] was given), found
-    /// on the first call and kept.
-    pub(crate) fn resolve(&mut self, name: &str) -> Option<&CookieText> {
+    /// The value of the cookie `name` finds (the name [`pending`] was
+    /// given), found on the first call and kept.
+    pub(crate) fn resolve(&mut self, name: &NameFinder) -> Option<&CookieText> {
         if let Pending::Field(_) = self {
             *self = match std::mem::take(self) {
-                Pending::Field(field) => Pending::Found(find_in_owned(field, name)),
+                Pending::Field(field) => Pending::Found(find_in_owned(field, |b| name.find(b))),
                 other => other,
             };
         }
@@ -536,9 +544,10 @@ mod tests {
                     "{fields:?} {name}"
                 );
                 let mut pending = pending(&headers, name).unwrap();
+                let finder = NameFinder::new(name);
                 for _ in 0..2 {
                     assert_eq!(
-                        pending.resolve(name).map(CookieText::as_str),
+                        pending.resolve(&finder).map(CookieText::as_str),
                         jar.get(name),
                         "{fields:?} {name}"
                     );

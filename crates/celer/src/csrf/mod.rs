@@ -165,19 +165,30 @@ impl Layer {
 
 impl Csrf {
     /// The checks, then the rest of the chain: what [`Csrf::layer`] does,
-    /// for the session middleware that runs them in its own step.
-    pub(crate) fn check(&self, req: Request, next: Next) -> NextFuture {
-        check(&self.config, req, next)
+    /// for the session middleware that runs them in its own step and
+    /// whose future holds the chain's (a safe method's handler future
+    /// stays in place).
+    pub(crate) fn check_in_place(&self, req: Request, next: Next) -> crate::handler::Dispatched {
+        if is_safe(req.method()) {
+            next.run_in_place(req)
+        } else {
+            NextFuture::boxed(Box::pin(run(self.config.clone(), req, next))).into()
+        }
     }
+}
+
+/// RFC 9110 §9.2.1: safe methods change nothing and are not checked.
+#[inline]
+fn is_safe(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
 }
 
 /// A safe method's request goes on as it came; any other is checked.
 fn check(config: &Arc<Config>, req: Request, next: Next) -> NextFuture {
-    // RFC 9110 §9.2.1: safe methods change nothing and are not checked.
-    if matches!(
-        *req.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    ) {
+    if is_safe(req.method()) {
         next.run(req)
     } else {
         NextFuture::boxed(Box::pin(run(config.clone(), req, next)))
@@ -301,10 +312,14 @@ fn form_urlencoded_field(body: &[u8], field: &str) -> Option<String> {
         .find_map(|(name, value)| (name == field).then_some(value))
 }
 
+/// The request's session, its `Cookie` field read (a `431` over the
+/// jar's limits).
 fn session_of(req: &Request) -> Result<Session, Error> {
-    req.session().cloned().ok_or_else(|| {
+    let session = req.session().cloned().ok_or_else(|| {
         Error::internal("csrf needs the session: install Sessions::layer() before Csrf::layer()")
-    })
+    })?;
+    session.attach(req.headers())?;
+    Ok(session)
 }
 
 /// A token for the request's session, masked afresh: put it in forms (the

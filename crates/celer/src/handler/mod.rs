@@ -289,12 +289,19 @@ impl Next {
 
     /// Runs the rest of the chain with `req`.
     pub fn run(self, req: Request) -> NextFuture {
+        self.run_in_place(req).into_next()
+    }
+
+    /// [`run`](Self::run) with a handler's small future kept in place,
+    /// for the framework's own middleware whose future holds it (the
+    /// session middleware's).
+    pub(crate) fn run_in_place(self, req: Request) -> Dispatched {
         let conn = req.app_conn().clone();
         let shared = &conn.shared;
         match self.pos {
-            Pos::App(idx) => shared.run_app(idx, req).into_next(),
-            Pos::Route { route, step, nth } => shared.run_route(route, step, nth, req).into_next(),
-            Pos::End => NextFuture::status(http::StatusCode::NOT_FOUND),
+            Pos::App(idx) => shared.run_app(idx, req),
+            Pos::Route { route, step, nth } => shared.run_route(route, step, nth, req),
+            Pos::End => NextFuture::status(http::StatusCode::NOT_FOUND).into(),
         }
     }
 }

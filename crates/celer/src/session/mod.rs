@@ -4,11 +4,13 @@
 //! ([`CookieStore`]).
 //!
 //! [`Sessions`] is app (or scope) middleware; handlers take the
-//! [`Session`] with `req.extract::<Session>()`. The session is loaded the
-//! first time a handler reads it (a route that never does pays the
-//! `Cookie` field's lookup and its limits, not the search for the
-//! session's pair) and saved only when it changed. [`Sessions::csrf`]
-//! checks CSRF in the same middleware.
+//! [`Session`] with `req.extract::<Session>()`. The middleware only
+//! attaches an empty session to the request: the `Cookie` field is looked
+//! up (under the jar's limits, a `431` past them) when the session is
+//! extracted, the session's pair found and the store asked the first time
+//! it is read, and it is saved, after the handler, only when it changed.
+//! A route that never extracts the session does none of this.
+//! [`Sessions::csrf`] checks CSRF in the same middleware.
 //!
 //! - **No fixation:** [`Session::rotate`] (call it at login and at any
 //!   change of privilege) gives the session a new id and deletes the old
@@ -61,6 +63,7 @@
 //! # });
 //! ```
 
+mod clock;
 #[cfg(feature = "sqlite-sessions")]
 mod sqlite;
 mod store;
@@ -69,7 +72,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use self::clock::now_ms;
 
 use http::StatusCode;
 use serde::de::DeserializeOwned;
@@ -84,9 +89,11 @@ pub use self::store::{
     CookieStore, DEFAULT_MAX_SESSIONS, MemoryStore, SessionStore, StoreError, new_id,
 };
 
-use crate::cookie::{Cookie, CookieJar, CookieText, Pending, SameSite};
+use crate::cookie::{
+    Cookie, CookieJar, CookieRejection, CookieText, NameFinder, Pending, SameSite,
+};
 use crate::extract::FromRequest;
-use crate::handler::NextFuture;
+use crate::handler::{Dispatched, NextFuture};
 use crate::{Error, Handler, Next, Request, Response};
 
 /// The default idle timeout: 30 minutes without a request that reads the
@@ -132,12 +139,6 @@ impl Default for Record {
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Session middleware and its settings.
 #[derive(Clone)]
 pub struct Sessions {
@@ -147,6 +148,8 @@ pub struct Sessions {
 struct Config {
     store: Arc<dyn SessionStore>,
     cookie_name: String,
+    /// Finds `cookie_name`'s pair in a `Cookie` field.
+    finder: NameFinder,
     secure: bool,
     same_site: SameSite,
     idle: Duration,
@@ -175,6 +178,7 @@ impl Sessions {
             config: Arc::new(Config {
                 store: Arc::new(store),
                 cookie_name: "__Host-session".into(),
+                finder: NameFinder::new("__Host-session"),
                 secure: true,
                 same_site: SameSite::Lax,
                 idle: DEFAULT_IDLE_TIMEOUT,
@@ -191,7 +195,9 @@ impl Sessions {
 
     /// The cookie's name. A `__Host-` name needs [`secure`](Self::secure).
     pub fn cookie_name(mut self, name: impl Into<String>) -> Sessions {
-        self.config_mut().cookie_name = name.into();
+        let config = self.config_mut();
+        config.cookie_name = name.into();
+        config.finder = NameFinder::new(&config.cookie_name);
         self
     }
 
@@ -246,40 +252,29 @@ impl Sessions {
 
     /// The middleware, for [`App::middleware`](crate::App::middleware).
     /// A request whose cookies are over the jar's limits is answered
-    /// `431` here.
+    /// `431` where the session is first extracted (by the handler, or by
+    /// the CSRF check of an unsafe method); a route that never extracts
+    /// it does not look at the cookies.
     pub fn layer(&self) -> impl Handler<(Request, Next)> + Clone {
         let config = self.config.clone();
         move |req, next| start(&config, req, next)
     }
 }
 
-/// Attaches the session to the request and runs the rest of the chain.
+/// Attaches an empty session to the request and runs the rest of the
+/// chain. The `Cookie` field is read when the session is extracted
+/// ([`Session::attach`]).
 fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
-    use crate::IntoResponse as _;
-    // The jar's limits (a `431` past them), without building a jar; the
-    // session's pair is looked up when the session is first used.
-    let cookie = match crate::cookie::pending(req.headers(), &config.cookie_name) {
-        Ok(cookie) => cookie,
-        Err(rejection) => {
-            return SessionFuture {
-                session: None,
-                fut: NextFuture::ready(rejection.into_response()),
-            };
-        }
-    };
     let session = Session {
         inner: Arc::new(Inner {
             config: config.clone(),
-            state: Mutex::new(State {
-                incoming: cookie,
-                ..State::default()
-            }),
+            state: Mutex::new(State::default()),
         }),
     };
     req.set_session(session.clone());
     let fut = match &config.csrf {
-        Some(csrf) => csrf.check(req, next),
-        None => next.run(req),
+        Some(csrf) => csrf.check_in_place(req, next),
+        None => next.run_in_place(req),
     };
     SessionFuture {
         session: Some(session),
@@ -287,14 +282,19 @@ fn start(config: &Arc<Config>, mut req: Request, next: Next) -> SessionFuture {
     }
 }
 
-/// The session middleware's future: the rest of the chain, then the save
-/// when the session changed. Two words beside the chain's future, so the
-/// app keeps it in place (no allocation) until a save has to wait.
-struct SessionFuture {
-    /// Taken when the chain has answered.
-    session: Option<Session>,
-    /// The rest of the chain; then, if a save is due, the save.
-    fut: NextFuture,
+pin_project_lite::pin_project! {
+    /// The session middleware's future: the rest of the chain, then the
+    /// save when the session changed. It holds the chain's future itself
+    /// (a handler's small future in place, not boxed): the app boxes this
+    /// future when middleware comes before it, and a box for each of the
+    /// two would cost an allocation more per request.
+    struct SessionFuture {
+        // Taken when the chain has answered.
+        session: Option<Session>,
+        // The rest of the chain; then, if a save is due, the save.
+        #[pin]
+        fut: Dispatched,
+    }
 }
 
 impl Future for SessionFuture {
@@ -302,22 +302,28 @@ impl Future for SessionFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
         use crate::IntoResponse as _;
-        let this = self.get_mut();
+        let mut this = self.project();
         loop {
-            let res = std::task::ready!(Pin::new(&mut this.fut).poll(cx));
-            let Some(session) = this.session.take() else {
+            let res = match std::task::ready!(this.fut.as_mut().poll_output(cx)) {
+                Ok(res) => res,
+                Err(never) => match never {},
+            };
+            let Some(mut session) = this.session.take() else {
                 return Poll::Ready(res);
             };
             if !session.needs_finish() {
                 return Poll::Ready(res);
             }
-            this.fut = NextFuture::boxed(Box::pin(async move {
-                let mut res = res;
-                match session.finish(&mut res).await {
-                    Ok(()) => res,
-                    Err(err) => err.into_response(),
-                }
-            }));
+            this.fut.set(
+                NextFuture::boxed(Box::pin(async move {
+                    let mut res = res;
+                    match session.finish(&mut res).await {
+                        Ok(()) => res,
+                        Err(err) => err.into_response(),
+                    }
+                }))
+                .into(),
+            );
         }
     }
 }
@@ -348,6 +354,9 @@ struct State {
     /// request's field, not copied, when that is ASCII), looked up on the
     /// session's first use.
     incoming: Pending,
+    /// Whether the request's `Cookie` field was read into `incoming`
+    /// ([`Session::attach`], at the session's extraction).
+    attached: bool,
     /// Whether the incoming handle named a live session.
     live: bool,
     changed: bool,
@@ -367,17 +376,26 @@ impl Session {
     fn incoming<'s>(&self, state: &'s mut State) -> Option<&'s str> {
         state
             .incoming
-            .resolve(&self.inner.config.cookie_name)
+            .resolve(&self.inner.config.finder)
             .map(CookieText::as_str)
     }
 
     /// The handle the request's cookie carried, as a value of its own.
     fn incoming_text(&self) -> Option<CookieText> {
         let mut state = self.lock();
-        state
-            .incoming
-            .resolve(&self.inner.config.cookie_name)
-            .cloned()
+        state.incoming.resolve(&self.inner.config.finder).cloned()
+    }
+
+    /// Reads the request's `Cookie` field into the session, once: the
+    /// jar's limits are checked (a `431` past them) and the field kept;
+    /// the session's pair is found when the session is first read.
+    pub(crate) fn attach(&self, headers: &http::HeaderMap) -> Result<(), CookieRejection> {
+        let mut state = self.lock();
+        if !state.attached {
+            state.incoming = crate::cookie::pending(headers, &self.inner.config.cookie_name)?;
+            state.attached = true;
+        }
+        Ok(())
     }
 
     /// Loads the record on first use.
@@ -513,10 +531,18 @@ impl Session {
     }
 
     /// Whether [`finish`](Self::finish) has anything to do: the session
-    /// was read and then changed or destroyed.
-    fn needs_finish(&self) -> bool {
-        let state = self.lock();
-        state.record.is_some() && (state.changed || state.destroyed)
+    /// was read and then changed or destroyed. Once the request is gone
+    /// (the usual case after the chain answered) this is the last handle
+    /// and the state is read without locking.
+    fn needs_finish(&mut self) -> bool {
+        let due = |state: &State| state.record.is_some() && (state.changed || state.destroyed);
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => due(inner
+                .state
+                .get_mut()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())),
+            None => due(&self.lock()),
+        }
     }
 
     /// Saves what changed and sets the cookie.
@@ -572,12 +598,16 @@ impl Session {
 impl FromRequest for Session {
     type Rejection = Error;
 
+    /// The request's session, its `Cookie` field read (a `431` when the
+    /// cookies are over the jar's limits).
     async fn from_request(req: &mut Request) -> Result<Self, Self::Rejection> {
-        req.session().cloned().ok_or_else(|| {
+        let session = req.session().cloned().ok_or_else(|| {
             Error::internal(
                 "no Session on this request: install Sessions::layer() with App::middleware",
             )
-        })
+        })?;
+        session.attach(req.headers())?;
+        Ok(session)
     }
 }
 
@@ -597,14 +627,6 @@ impl StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The session middleware's future fits the room the app keeps for a
-    /// future in place (`handler::inline::WORDS`, 4 words), so a request
-    /// through it allocates nothing for it.
-    #[test]
-    fn the_middleware_future_is_kept_in_place() {
-        assert!(std::mem::size_of::<SessionFuture>() <= 4 * std::mem::size_of::<usize>());
-    }
 
     /// `Request::into_http` hands the session on in the extensions.
     #[test]

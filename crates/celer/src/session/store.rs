@@ -5,7 +5,9 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::clock::monotonic_ms;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -157,7 +159,8 @@ impl Hasher for IdHasher {
 
 #[derive(Debug, Default)]
 struct Memory {
-    map: HashMap<String, (Arc<Record>, Instant), BuildHasherDefault<IdHasher>>,
+    /// Each record with the end of its life, in [`monotonic_ms`].
+    map: HashMap<String, (Arc<Record>, u64), BuildHasherDefault<IdHasher>>,
     /// Ids in the order they were first saved; ids already gone are
     /// skipped when evicting.
     order: VecDeque<String>,
@@ -205,7 +208,7 @@ impl MemoryStore {
     fn find(&self, handle: &str) -> Option<Arc<Record>> {
         let mut memory = self.lock();
         match memory.map.get(handle) {
-            Some((record, until)) if *until > Instant::now() => Some(record.clone()),
+            Some((record, until)) if *until > monotonic_ms() => Some(record.clone()),
             Some(_) => {
                 memory.map.remove(handle);
                 None
@@ -234,7 +237,8 @@ impl SessionStore for MemoryStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
         let result = (|| {
-            let until = Instant::now() + ttl;
+            let until =
+                monotonic_ms().saturating_add(ttl.as_millis().try_into().unwrap_or(u64::MAX));
             let mut memory = self.lock();
             let id = match handle {
                 Some(id) if memory.map.contains_key(id) => id.to_owned(),

@@ -222,3 +222,38 @@ print(ok.status_code, ok.text, bad.status_code, bad.text)
     );
     served.stop().await;
 }
+
+/// The token check of an unsafe method is where the session is first
+/// extracted: cookies over the jar's limits are a `431` there, before the
+/// handler; a safe method's request that reads no session goes through.
+#[tokio::test]
+async fn oversized_cookies_are_431_at_the_token_check() {
+    for fused in [false, true] {
+        let served = Served::start(app(fused)).await;
+        let big = format!(
+            "Cookie: sid={}",
+            "a".repeat(celer::cookie::MAX_COOKIE_HEADER_BYTES)
+        );
+        let status = |method: &'static str, path: &'static str| {
+            let url = served.url(path);
+            let big = big.clone();
+            async move {
+                curl(&[
+                    "-X",
+                    method,
+                    "-H",
+                    &big,
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    &url,
+                ])
+                .await
+            }
+        };
+        assert_eq!(status("DELETE", "/thing").await, "431", "fused: {fused}");
+        assert_eq!(status("GET", "/form").await, "431", "fused: {fused}");
+        served.stop().await;
+    }
+}

@@ -393,13 +393,31 @@ async fn cookie_store_with_curl_and_a_tampered_cookie() {
     served.stop().await;
 }
 
+/// The jar's limits are checked where the session is extracted: a route
+/// that takes the session answers `431` naming the limit, before its
+/// handler goes on; one that never takes it does not read the cookies.
 #[tokio::test]
-async fn oversized_cookies_are_431_before_the_handler() {
+async fn oversized_cookies_are_431_where_the_session_is_extracted() {
     for store in Store::all() {
         let served = Served::start(app(&store.sessions())).await;
         let big = format!("sid={}", "a".repeat(celer::cookie::MAX_COOKIE_HEADER_BYTES));
         let res = get(&served, "/me", Some(&big)).await;
         assert_eq!(res.status, 431, "{}", store.name());
+        assert!(
+            String::from_utf8_lossy(&res.body).contains("8192"),
+            "{}: {:?}",
+            store.name(),
+            String::from_utf8_lossy(&res.body)
+        );
+        let many = (0..=celer::cookie::MAX_COOKIES)
+            .map(|i| format!("c{i}=1"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let res = get(&served, "/me", Some(&many)).await;
+        assert_eq!(res.status, 431, "{}", store.name());
+        let res = get(&served, "/plain", Some(&big)).await;
+        assert_eq!(res.status, 200, "{}", store.name());
+        assert_eq!(res.body, b"plain", "{}", store.name());
         served.stop().await;
     }
 }
@@ -412,4 +430,46 @@ fn a_busy_store_is_a_503_and_a_failed_one_a_500() {
     let failed = celer::session::StoreError::new("disk I/O error");
     assert!(!failed.is_busy());
     assert_eq!(Error::from(failed).status_code(), 500);
+}
+
+/// The session middleware in a scope, behind app middleware (which boxes
+/// the session's future, holding the handler's in place) and with route
+/// middleware after it: the session is saved after the handler on every
+/// store, a save that waits (SQLite) included, and the response keeps
+/// what the handler and the inner middleware set.
+#[tokio::test]
+async fn a_scoped_session_behind_other_middleware_is_saved_after_the_handler() {
+    for store in Store::all() {
+        let kind = store.name();
+        let sessions = store.sessions();
+        let mut app = App::new();
+        app.middleware(|req: Request, next: celer::Next| async move {
+            let mut res = next.run(req).await;
+            res.headers_mut()
+                .insert("x-outer", http::HeaderValue::from_static("1"));
+            res
+        });
+        app.scope("/s", |s| {
+            s.middleware(sessions.layer());
+            s.get("/count", |mut req: Request| async move {
+                let session = req.extract::<Session>().await?;
+                let n = session.get::<u32>("n").await?.unwrap_or(0) + 1;
+                session.insert("n", n).await?;
+                Ok::<_, Error>(n.to_string())
+            });
+        });
+        let served = Served::start(app).await;
+        let first = get(&served, "/s/count", None).await;
+        assert_eq!(first.body, b"1", "{kind}");
+        assert_eq!(first.header("x-outer"), Some("1"), "{kind}");
+        let cookie = pair(&first);
+        for n in 2..=3 {
+            let res = get(&served, "/s/count", Some(&cookie)).await;
+            assert_eq!(res.body, n.to_string().as_bytes(), "{kind}");
+            assert_eq!(res.header("x-outer"), Some("1"), "{kind}");
+            // The same id is kept: only the data changed.
+            assert!(res.header("set-cookie").is_none(), "{kind}");
+        }
+        served.stop().await;
+    }
 }
