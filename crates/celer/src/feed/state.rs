@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::limits::{
     DEFAULT_INTERVAL, DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_SUBSCRIBERS, DEFAULT_SUBSCRIBER_LAG,
-    DEFAULT_WS_QUEUED_BYTES, EVENT_OVERHEAD_BYTES,
+    DEFAULT_WS_QUEUED_BYTES, EVENT_OVERHEAD_BYTES, SSE_FANOUT_WAIT,
 };
 use super::version::{Version, hash_hex};
 use crate::sse::{Event, Hub};
@@ -323,14 +323,15 @@ impl Feed {
         // compressing three variants takes tens of milliseconds for a
         // large document. An SSE subscriber joining now gets this event
         // from the hub's history, whatever `current` says.
-        self.push_sse(&id, &doc);
-        // The publish woke the subscribers' workers; on a core they share
-        // with this thread, they send the event before the compressing
-        // starts (under a round-robin real-time policy a woken thread of
-        // the same priority would otherwise wait for this one to block;
-        // under the fair scheduler the compressing would take half the
-        // core while the event goes out). One system call per version.
-        std::thread::yield_now();
+        // The compressing waits for the fan-out (at most
+        // SSE_FANOUT_WAIT): on a core it shares with the subscribers'
+        // workers it would run inside the fan-out's window (under a
+        // round-robin real-time policy at the end of the worker's
+        // quantum; under the fair scheduler taking half the core). Pollers
+        // and WebSocket subscribers see the version that much later.
+        if let Some(seq) = self.push_sse(&id, &doc) {
+            inner.hub.wait_taken(seq, SSE_FANOUT_WAIT);
+        }
         let version = Arc::new(Version::with_id(number, doc, id, updated));
         // Current before the WebSocket push: a socket that joins between
         // them and reads the current version gets this one at worst twice.
@@ -474,8 +475,9 @@ impl Feed {
         }
     }
 
-    /// Publishes the document `doc` (content hash `id`) to the SSE hub.
-    fn push_sse(&self, id: &str, doc: &[u8]) {
+    /// Publishes the document `doc` (content hash `id`) to the SSE hub;
+    /// the event's sequence number there, `None` if it was refused.
+    fn push_sse(&self, id: &str, doc: &[u8]) -> Option<u64> {
         let inner = &*self.inner;
         // Raw CR and LF in valid JSON are only whitespace between tokens
         // (inside strings they must be escaped, RFC 8259 §7), so turning
@@ -483,10 +485,14 @@ impl Feed {
         // line (HTML §9.2.6 splits data at line ends).
         let text = String::from_utf8_lossy(doc).replace(['\r', '\n'], " ");
         let event = Event::new().id(id).data(text);
-        if let Err(err) = inner.hub.publish(event) {
-            tracing::error!(target: "celer::feed", feed = %inner.name, error = %err,
+        inner
+            .hub
+            .publish(event)
+            .inspect_err(|err| {
+                tracing::error!(target: "celer::feed", feed = %inner.name, error = %err,
                 "cannot publish the version to SSE subscribers");
-        }
+            })
+            .ok()
     }
 
     fn health(&self) -> MutexGuard<'_, Health> {
