@@ -866,8 +866,7 @@ impl Inner {
         // other threads whose task still runs.
         let here = thread::current().id();
         for group in &mut registry.groups {
-            group.deferred =
-                group.thread != here && !group.signal.gone.load(Ordering::Acquire);
+            group.deferred = group.thread != here && !group.signal.gone.load(Ordering::Acquire);
         }
         let mut dropped = 0;
         for index in 0..registry.slots.len() {

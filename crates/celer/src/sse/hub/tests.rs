@@ -447,7 +447,9 @@ fn assert_groups_whole(hub: &Hub) {
     let mut grouped = 0;
     for (g, group) in registry.groups.iter().enumerate() {
         for (place, &index) in group.members.iter().enumerate() {
-            let held = registry.slots[index].as_ref().expect("a member is a live slot");
+            let held = registry.slots[index]
+                .as_ref()
+                .expect("a member is a live slot");
             assert_eq!(held.member, place);
             assert_eq!(held.slot.group as usize, g);
         }
