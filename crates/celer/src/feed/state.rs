@@ -272,7 +272,10 @@ impl Feed {
 
     /// Offers a new document (see [`Feed`] for the checks). Hashing and
     /// compressing run on the calling thread: a few milliseconds for 50
-    /// KiB, once per version.
+    /// KiB, once per version. The compressing waits until the SSE
+    /// subscribers have taken the new version (at most
+    /// [`SSE_FANOUT_WAIT`](super::limits::SSE_FANOUT_WAIT)); pollers and
+    /// WebSocket subscribers get the version after it.
     ///
     /// ```
     /// use celer::feed::{Feed, Updated};
