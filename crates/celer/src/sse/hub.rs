@@ -269,7 +269,7 @@ struct Entry {
 /// The open streams, in reusable slots.
 #[derive(Default)]
 struct Registry {
-    slots: Vec<Option<Arc<Slot>>>,
+    slots: Vec<Option<Held>>,
     free: Vec<usize>,
     live: usize,
     /// One per thread that subscribed from inside a tokio runtime: a
@@ -277,11 +277,26 @@ struct Registry {
     groups: Vec<Group>,
 }
 
+/// A registry slot's subscriber.
+struct Held {
+    slot: Arc<Slot>,
+    /// Its place in its group's `members` (unused without a group).
+    member: usize,
+}
+
 /// The subscribers that subscribed on one thread, and the task on that
 /// thread's runtime that wakes them for publishers on other threads.
 struct Group {
     thread: ThreadId,
     signal: Arc<Signal>,
+    /// The registry slots of the group's subscribers, in no order: the
+    /// group's task wakes these and looks at no other slot, so a publish
+    /// from another thread costs one pass over the subscribers in all,
+    /// whatever the number of groups.
+    members: Vec<usize>,
+    /// Set by each [`Inner::wake`] for itself: this group's task wakes
+    /// the group this time (another thread's group whose task runs).
+    deferred: bool,
 }
 
 /// A publisher's call to a group's task.
@@ -801,16 +816,15 @@ impl Inner {
         // Which groups' tasks wake their subscribers this time: those of
         // other threads whose task still runs.
         let here = thread::current().id();
-        let deferred: Vec<bool> = registry
-            .groups
-            .iter()
-            .map(|group| group.thread != here && !group.signal.gone.load(Ordering::Acquire))
-            .collect();
+        for group in &mut registry.groups {
+            group.deferred = group.thread != here && !group.signal.gone.load(Ordering::Acquire);
+        }
         let mut dropped = 0;
         for index in 0..registry.slots.len() {
-            let Some(slot) = &registry.slots[index] else {
+            let Some(held) = &registry.slots[index] else {
                 continue;
             };
+            let slot = &held.slot;
             let cursor = slot.cursor.load(Ordering::Acquire);
             let behind = head.saturating_sub(cursor.max(slot.joined));
             if cursor < first || behind > buffer {
@@ -818,11 +832,15 @@ impl Inner {
                 slot.waker.wake();
                 registry.remove(index);
                 dropped += 1;
-            } else if deferred.get(slot.group as usize) != Some(&true) {
+            } else if registry
+                .groups
+                .get(slot.group as usize)
+                .is_none_or(|group| !group.deferred)
+            {
                 slot.waker.wake();
             }
         }
-        for (group, _) in registry.groups.iter().zip(&deferred).filter(|(_, d)| **d) {
+        for group in registry.groups.iter().filter(|group| group.deferred) {
             group.signal.pending.store(true, Ordering::Release);
             group.signal.waker.wake();
         }
@@ -837,9 +855,12 @@ impl Inner {
     /// group's subscribers from their own thread.
     fn wake_group(&self, group: u32) {
         let registry = self.registry();
-        for slot in registry.slots.iter().flatten() {
-            if slot.group == group {
-                slot.waker.wake();
+        let Some(group) = registry.groups.get(group as usize) else {
+            return;
+        };
+        for &index in &group.members {
+            if let Some(held) = &registry.slots[index] {
+                held.slot.waker.wake();
             }
         }
     }
@@ -971,16 +992,19 @@ impl Registry {
                     self.groups.push(Group {
                         thread: here,
                         signal: Arc::default(),
+                        members: Vec::new(),
+                        deferred: false,
                     });
                     self.groups.len() - 1
                 }
             },
         };
+        // The members stay: subscribers of the thread that is gone are
+        // this group's still, woken by its new task.
         let signal = Arc::new(Signal::default());
-        self.groups[index] = Group {
-            thread: here,
-            signal: signal.clone(),
-        };
+        let group = &mut self.groups[index];
+        group.thread = here;
+        group.signal = signal.clone();
         // A runtime shutting down drops the task unpolled: the group is
         // gone again, and publishers wake its subscribers themselves.
         drop(runtime.spawn(run_group(
@@ -993,22 +1017,39 @@ impl Registry {
 
     fn insert(&mut self, slot: Arc<Slot>) -> usize {
         self.live += 1;
-        match self.free.pop() {
-            Some(index) => {
-                self.slots[index] = Some(slot);
-                index
-            }
+        let index = match self.free.pop() {
+            Some(index) => index,
             None => {
-                self.slots.push(Some(slot));
+                self.slots.push(None);
                 self.slots.len() - 1
             }
-        }
+        };
+        let member = match self.groups.get_mut(slot.group as usize) {
+            Some(group) => {
+                group.members.push(index);
+                group.members.len() - 1
+            }
+            None => 0,
+        };
+        self.slots[index] = Some(Held { slot, member });
+        index
     }
 
     fn remove(&mut self, index: usize) {
-        if self.slots[index].take().is_some() {
-            self.free.push(index);
-            self.live -= 1;
+        let Some(held) = self.slots[index].take() else {
+            return;
+        };
+        self.free.push(index);
+        self.live -= 1;
+        let Some(group) = self.groups.get_mut(held.slot.group as usize) else {
+            return;
+        };
+        // The group's last member takes the place of the one that left.
+        group.members.swap_remove(held.member);
+        if let Some(&moved) = group.members.get(held.member) {
+            if let Some(other) = &mut self.slots[moved] {
+                other.member = held.member;
+            }
         }
     }
 }
@@ -1061,7 +1102,7 @@ impl Drop for Subscriber {
         let mut registry = self.hub.registry();
         let ours = registry.slots[self.index]
             .as_ref()
-            .is_some_and(|slot| Arc::ptr_eq(slot, &self.slot));
+            .is_some_and(|held| Arc::ptr_eq(&held.slot, &self.slot));
         if ours {
             registry.remove(self.index);
         }

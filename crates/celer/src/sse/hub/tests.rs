@@ -439,3 +439,125 @@ fn the_waking_task_ends_with_the_hub() {
         .expect("the task ends when the hub is dropped");
     });
 }
+
+/// Checks the registry's group lists against its slots: each subscriber
+/// of a group is in that group's list once, at the place its slot notes.
+fn assert_groups_whole(hub: &Hub) {
+    let registry = hub.inner.registry();
+    let mut grouped = 0;
+    for (g, group) in registry.groups.iter().enumerate() {
+        for (place, &index) in group.members.iter().enumerate() {
+            let held = registry.slots[index]
+                .as_ref()
+                .expect("a member is a live slot");
+            assert_eq!(held.member, place);
+            assert_eq!(held.slot.group as usize, g);
+        }
+        grouped += group.members.len();
+    }
+    let live_grouped = registry
+        .slots
+        .iter()
+        .flatten()
+        .filter(|held| (held.slot.group as usize) < registry.groups.len())
+        .count();
+    assert_eq!(grouped, live_grouped);
+    assert_eq!(registry.slots.iter().flatten().count(), registry.live);
+}
+
+#[test]
+fn a_subscriber_leaving_takes_its_place_in_its_groups_list() {
+    let hub = Hub::new();
+    let here = thread::current().id();
+    runtime().block_on(async {
+        let (mut subs, mut recorders): (Vec<_>, Vec<_>) = (0..4).map(|_| waiting(&hub)).unzip();
+        assert_groups_whole(&hub);
+        // The first and the last of the list leave: the last's place is
+        // the first's now, and nothing of either stays.
+        drop(subs.remove(0));
+        recorders.remove(0);
+        drop(subs.pop());
+        recorders.pop();
+        assert_groups_whole(&hub);
+        assert_eq!(hub.inner.registry().groups[0].members.len(), 2);
+        publish_elsewhere(&hub);
+        until_woken(&recorders).await;
+        for (sub, recorder) in subs.iter_mut().zip(&recorders) {
+            assert_eq!(recorder.wakes(), vec![here]);
+            assert_eq!(drain(sub), (vec![wire(1)], false));
+        }
+    });
+}
+
+#[test]
+fn a_group_emptied_wakes_no_one_and_takes_the_threads_next_subscriber() {
+    let hub = Hub::builder().buffer(1).build();
+    let here = thread::current().id();
+    runtime().block_on(async {
+        let (subs, recorders): (Vec<_>, Vec<_>) = (0..3).map(|_| waiting(&hub)).unzip();
+        drop(subs);
+        assert_groups_whole(&hub);
+        assert!(hub.inner.registry().groups[0].members.is_empty());
+        publish_elsewhere(&hub);
+        // The group's task ran for the publish and woke no one.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(recorders.iter().all(|r| r.wakes().is_empty()));
+        // The thread's next subscriber joins the same group.
+        let (mut sub, recorder) = waiting(&hub);
+        assert_eq!(hub.inner.registry().groups.len(), 1);
+        assert_eq!(hub.inner.registry().groups[0].members.len(), 1);
+        hub.publish(data(2)).unwrap();
+        assert_eq!(recorder.wakes(), vec![here]);
+        assert_eq!(drain(&mut sub), (vec![wire(2)], false));
+        // Dropped for falling behind (two behind its buffer of one): the
+        // group is empty again.
+        let (_lagging, lagging_recorder) = waiting(&hub);
+        publish_elsewhere(&hub);
+        publish_elsewhere(&hub);
+        assert_eq!(hub.stats().dropped, 2);
+        until_woken(&[lagging_recorder]).await;
+        assert_groups_whole(&hub);
+        assert!(hub.inner.registry().groups[0].members.is_empty());
+    });
+}
+
+#[test]
+fn a_publish_from_another_thread_reaches_every_group_exactly_once() {
+    const GROUPS: usize = 3;
+    const PER_GROUP: usize = 5;
+    let hub = Hub::new();
+    // Each thread subscribes on its own runtime, then waits for the
+    // publish while its runtime runs the group's task.
+    let ready = Arc::new(std::sync::Barrier::new(GROUPS + 1));
+    let threads: Vec<_> = (0..GROUPS)
+        .map(|_| {
+            let (hub, ready) = (hub.clone(), ready.clone());
+            thread::spawn(move || {
+                runtime().block_on(async {
+                    let (mut subs, recorders): (Vec<_>, Vec<_>) =
+                        (0..PER_GROUP).map(|_| waiting(&hub)).unzip();
+                    ready.wait();
+                    until_woken(&recorders).await;
+                    // Time for a second wake, were there one.
+                    for _ in 0..10 {
+                        tokio::task::yield_now().await;
+                    }
+                    let events: Vec<_> = subs.iter_mut().map(drain).collect();
+                    let wakes: Vec<_> = recorders.iter().map(|r| r.wakes()).collect();
+                    (thread::current().id(), wakes, events)
+                })
+            })
+        })
+        .collect();
+    ready.wait();
+    assert_eq!(hub.inner.registry().groups.len(), GROUPS);
+    assert_groups_whole(&hub);
+    hub.publish(data(1)).unwrap();
+    for handle in threads {
+        let (thread, wakes, events) = handle.join().unwrap();
+        assert_eq!(wakes, vec![vec![thread]; PER_GROUP]);
+        assert_eq!(events, vec![(vec![wire(1)], false); PER_GROUP]);
+    }
+}
