@@ -214,7 +214,13 @@ impl Parser {
                         memchr::memmem::find(buf, b"\r\n\r\n").map(|at| at + 2)
                     };
                     let Some(end) = end else {
-                        if buf.len() > self.limits.head_bytes {
+                        // A blank line still to come would put `end` at
+                        // `buf.len() - 1` at the earliest (its first three
+                        // bytes already here): past the limit only once the
+                        // buffer holds more than `head_bytes + 1` bytes, or
+                        // a head within it would be refused when it arrives
+                        // in pieces and parsed when whole.
+                        if buf.len() > self.limits.head_bytes + 1 {
                             return Err(ParseError::HeadTooLarge);
                         }
                         return Ok(Event::NeedMore);
@@ -418,6 +424,38 @@ mod tests {
             all(b"no boundary at all", 5, Limits::default()),
             Err(ParseError::NoBoundary)
         );
+    }
+
+    /// A head whose blank line ends it at exactly the limit is taken
+    /// however it arrives; one byte more is refused however it arrives
+    /// (the buffer may hold `head_bytes + 1` bytes with the blank line
+    /// not yet whole).
+    #[test]
+    fn a_head_at_its_limit_should_not_depend_on_the_chunking() {
+        let head = b"Content-Disposition: form-data; name=\"a\"\r\n";
+        let body = |pad: usize| {
+            let mut body = b"--XyZ\r\n".to_vec();
+            body.extend_from_slice(head);
+            body.extend_from_slice(format!("X-Pad: {}\r\n\r\n", "p".repeat(pad)).as_bytes());
+            body.extend_from_slice(b"v\r\n--XyZ--\r\n");
+            body
+        };
+        // `end` counts the head up to its last field's line end.
+        let end = |pad: usize| head.len() + "X-Pad: \r\n".len() + pad;
+        let limit = end(10);
+        let limits = Limits {
+            head_bytes: limit,
+            ..Limits::default()
+        };
+        for chunk in 1..=limit + 8 {
+            let parts = all(&body(10), chunk, limits).unwrap();
+            assert_eq!((parts.len(), parts[0].1.as_slice()), (1, b"v".as_slice()));
+            assert_eq!(
+                all(&body(11), chunk, limits),
+                Err(ParseError::HeadTooLarge),
+                "chunk {chunk}"
+            );
+        }
     }
 
     #[test]
