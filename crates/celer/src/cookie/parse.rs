@@ -117,7 +117,6 @@ fn next_byte(bytes: &[u8], from: usize, byte: u8) -> usize {
 /// never yield (empty, with `=` or `;`, or with whitespace at either
 /// end) finds nothing.
 pub(crate) fn find_pair(field: &[u8], name: &[u8]) -> Option<(usize, usize)> {
-    let ows = |b: u8| b == b' ' || b == b'\t';
     match (name.first(), name.last()) {
         (Some(&first), Some(&last)) if !ows(first) && !ows(last) => {}
         _ => return None,
@@ -145,18 +144,7 @@ pub(crate) fn find_pair(field: &[u8], name: &[u8]) -> Option<(usize, usize)> {
                 eq += 1;
             }
             if eq < pair.len() && pair[eq] == b'=' {
-                let (mut from, mut to) = (eq + 1, pair.len());
-                while from < to && ows(pair[from]) {
-                    from += 1;
-                }
-                while to > from && ows(pair[to - 1]) {
-                    to -= 1;
-                }
-                if to - from >= 2 && pair[from] == b'"' && pair[to - 1] == b'"' {
-                    from += 1;
-                    to -= 1;
-                }
-                return Some((start + from, start + to));
+                return Some(value_range(field, start + eq + 1, end));
             }
         }
         if end == field.len() {
