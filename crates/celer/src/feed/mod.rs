@@ -22,6 +22,9 @@
 //!   reconnects with an older `Last-Event-ID` gets the current version at
 //!   once, one with the current id gets the next. Subscribers that fall
 //!   behind are dropped, never buffered for (see [`sse::Hub`](crate::sse::Hub)).
+//!   A client that accepts gzip (browsers do) gets a gzip-coded stream:
+//!   each version deflated once for all of them
+//!   ([`HubBuilder::gzip`](crate::sse::HubBuilder::gzip)).
 //! - `GET /NAME/ws`: the same as WebSocket text messages.
 //! - `GET /NAME/status`: [`FeedStatus`] as JSON: version, when, source
 //!   health, refusals, subscribers.

@@ -50,14 +50,18 @@
 //!
 //! **Compression.** The [compression
 //! middleware](crate::middleware::compression) leaves `text/event-stream`
-//! responses alone. A compressed stream needs a compressor per
-//! subscriber (32 KiB to 2 MiB of state each, and CPU per event per
-//! subscriber instead of once per event), a flush per event that gives
-//! back most of the gain on small events, and it mixes every event's
-//! secrets with the others' in one compression context; proxies are
-//! also more likely to buffer a compressed response.
+//! responses alone: compressing each stream on its own needs a
+//! compressor per subscriber (32 KiB to 2 MiB of state each, and CPU per
+//! event per subscriber instead of once per event), a flush per event
+//! that gives back most of the gain on small events, and it mixes every
+//! event's secrets with the others' in one compression context. A
+//! [`Hub`] can gzip its streams instead ([`HubBuilder::gzip`]): each event
+//! is deflated once, on its own, into bytes every subscriber that accepts
+//! gzip sends, and each stream carries only its running CRC-32 and length
+//! (12 bytes) for the gzip trailer.
 
 mod event;
+mod gzip;
 mod hub;
 mod stream;
 

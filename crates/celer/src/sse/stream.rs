@@ -14,7 +14,8 @@ use http_body::{Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 use super::event::Event;
-use super::hub::Subscriber;
+use super::gzip::{Coder, Segment};
+use super::hub::{Chunk, Subscriber};
 use crate::response::{IntoResponse, Response};
 use crate::{Body, BoxError, Request};
 
@@ -78,6 +79,20 @@ pub struct EventStream {
     heartbeat: Option<Duration>,
     retry: Option<Duration>,
     shutdown: crate::ShutdownNotice,
+    /// The response's coding: a hub's stream may be gzip-coded.
+    coding: StreamCoding,
+}
+
+/// How an [`EventStream`]'s body is coded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StreamCoding {
+    /// As encoded, and the same for every client.
+    Identity,
+    /// As encoded, for a client that did not ask for gzip from a hub that
+    /// gzips: the response varies by `Accept-Encoding`.
+    IdentityVaried,
+    /// gzip-coded, from the hub's deflated copies of its events.
+    Gzip,
 }
 
 enum Source {
@@ -85,11 +100,21 @@ enum Source {
     Hub(Subscriber),
 }
 
+/// A frame of the body before coding.
+enum Part {
+    /// Encoded event-stream text.
+    Plain(Bytes),
+    /// A segment deflated once for every gzip-coded subscriber.
+    Gzip(Segment),
+}
+
 /// The body of an [`EventStream`].
 struct EventBody {
     source: Source,
     /// Sent before the source: the `retry` field.
     preamble: Option<Bytes>,
+    /// A gzip-coded body's running CRC and length.
+    gzip: Option<Coder>,
     heartbeat: Option<Heartbeat>,
     /// Checked before each frame (an atomic load).
     notice: crate::ShutdownNotice,
@@ -136,8 +161,19 @@ impl EventStream {
         EventStream::with_source(req, Source::Events(Box::pin(events)))
     }
 
-    pub(crate) fn from_hub(req: &Request, subscriber: Subscriber) -> EventStream {
-        EventStream::with_source(req, Source::Hub(subscriber))
+    /// A hub's stream; `varies` when the hub gzips (the subscriber's own
+    /// coding is its `gzip`).
+    pub(crate) fn from_hub(req: &Request, subscriber: Subscriber, varies: bool) -> EventStream {
+        let coding = if subscriber.is_gzip() {
+            StreamCoding::Gzip
+        } else if varies {
+            StreamCoding::IdentityVaried
+        } else {
+            StreamCoding::Identity
+        };
+        let mut stream = EventStream::with_source(req, Source::Hub(subscriber));
+        stream.coding = coding;
+        stream
     }
 
     fn with_source(req: &Request, source: Source) -> EventStream {
@@ -146,6 +182,7 @@ impl EventStream {
             heartbeat: Some(DEFAULT_HEARTBEAT),
             retry: None,
             shutdown: req.shutdown_notice().clone(),
+            coding: StreamCoding::Identity,
         }
     }
 
@@ -197,6 +234,7 @@ impl fmt::Debug for EventStream {
             .field("source", &source)
             .field("heartbeat", &self.heartbeat)
             .field("retry", &self.retry)
+            .field("coding", &self.coding)
             .finish()
     }
 }
@@ -206,9 +244,11 @@ impl IntoResponse for EventStream {
         let preamble = self
             .retry
             .and_then(|retry| Event::new().retry(retry).encode().ok());
+        let gzip = self.coding == StreamCoding::Gzip;
         let body = EventBody {
             source: self.source,
             preamble,
+            gzip: gzip.then(Coder::default),
             heartbeat: self.heartbeat.map(|interval| Heartbeat {
                 interval,
                 last_sent: Instant::now(),
@@ -228,6 +268,12 @@ impl IntoResponse for EventStream {
         // nginx (and proxies that copy it) buffer proxied responses unless
         // told otherwise; an event stream must pass event by event.
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        if self.coding != StreamCoding::Identity {
+            headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+        }
+        if gzip {
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
         res
     }
 }
@@ -235,16 +281,21 @@ impl IntoResponse for EventStream {
 // ===== impl Source =====
 
 impl Source {
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Part>> {
         match self {
-            Source::Hub(subscriber) => subscriber.poll_next(cx),
+            Source::Hub(subscriber) => subscriber.poll_next(cx).map(|chunk| {
+                chunk.map(|chunk| match chunk {
+                    Chunk::Plain(bytes) => Part::Plain(bytes),
+                    Chunk::Gzip(segment) => Part::Gzip(segment),
+                })
+            }),
             Source::Events(events) => loop {
                 let Some(event) = ready!(events.as_mut().poll_next(cx)) else {
                     return Poll::Ready(None);
                 };
                 match event.encode() {
                     Ok(bytes) if bytes.is_empty() => continue,
-                    Ok(bytes) => return Poll::Ready(Some(bytes)),
+                    Ok(bytes) => return Poll::Ready(Some(Part::Plain(bytes))),
                     Err(err) => {
                         tracing::warn!(target: "celer::sse", error = %err, "event skipped");
                     }
@@ -260,6 +311,34 @@ impl EventBody {
     fn sent(&mut self) {
         if let Some(heartbeat) = &mut self.heartbeat {
             heartbeat.last_sent = Instant::now();
+        }
+    }
+
+    /// The frame for `part`, coded as the body is. Plain text on a
+    /// gzip-coded body (a preamble, a heartbeat) goes as stored blocks.
+    fn frame(&mut self, part: Part) -> Frame<Bytes> {
+        self.sent();
+        let bytes = match (&mut self.gzip, part) {
+            (None, Part::Plain(bytes)) => bytes,
+            (Some(coder), Part::Plain(bytes)) => coder.send(&Segment::stored(&bytes)),
+            (Some(coder), Part::Gzip(segment)) => coder.send(&segment),
+            // Never: a body has a coder exactly when its subscriber reads
+            // deflated copies (both follow `Subscriber::is_gzip`). Were it
+            // to happen, a comment line keeps the stream valid.
+            (None, Part::Gzip(_)) => {
+                debug_assert!(false, "a deflated event for a body that is not coded");
+                Bytes::from_static(HEARTBEAT)
+            }
+        };
+        Frame::data(bytes)
+    }
+
+    /// The end of the body: a gzip-coded one sends its trailer first.
+    fn finish(&mut self) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.done = true;
+        match &mut self.gzip {
+            Some(coder) => Poll::Ready(Some(Ok(Frame::data(coder.finish())))),
+            None => Poll::Ready(None),
         }
     }
 }
@@ -279,34 +358,25 @@ impl http_body::Body for EventBody {
         // Checked between frames only: each frame is a whole event, so the
         // stream ends at an event boundary.
         if this.notice.is_started() {
-            this.done = true;
-            return Poll::Ready(None);
+            return this.finish();
         }
         if let Some(preamble) = this.preamble.take() {
-            this.sent();
-            return Poll::Ready(Some(Ok(Frame::data(preamble))));
+            return Poll::Ready(Some(Ok(this.frame(Part::Plain(preamble)))));
         }
         match this.source.poll_next(cx) {
-            Poll::Ready(Some(bytes)) => {
-                this.sent();
-                return Poll::Ready(Some(Ok(Frame::data(bytes))));
-            }
-            Poll::Ready(None) => {
-                this.done = true;
-                return Poll::Ready(None);
-            }
+            Poll::Ready(Some(part)) => return Poll::Ready(Some(Ok(this.frame(part)))),
+            Poll::Ready(None) => return this.finish(),
             Poll::Pending => {}
         }
         if let Some(heartbeat) = &mut this.heartbeat {
             if heartbeat.poll_due(cx).is_ready() {
-                heartbeat.last_sent = Instant::now();
-                return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(HEARTBEAT)))));
+                let part = Part::Plain(Bytes::from_static(HEARTBEAT));
+                return Poll::Ready(Some(Ok(this.frame(part))));
             }
         }
         // About to wait: shutdown must wake this body too.
         if this.shutdown.as_mut().poll(cx).is_ready() {
-            this.done = true;
-            return Poll::Ready(None);
+            return this.finish();
         }
         Poll::Pending
     }

@@ -455,6 +455,40 @@ async fn sse_sends_the_current_version_then_each_new_one_with_its_id() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_is_gzip_coded_for_a_client_that_accepts_it() {
+    let feed = Feed::new("votes");
+    feed.update(doc(1, 300)).unwrap();
+    let served = Served::start(feed_app(&feed)).await;
+    // What a browser sends.
+    let mut stream = crate::sse::H1Stream::open(
+        served.addr,
+        "/feeds/votes/events",
+        "Accept-Encoding: gzip, deflate, br, zstd\r\n",
+    )
+    .await;
+    assert_eq!(stream.header("content-encoding"), Some("gzip"));
+    assert_eq!(stream.header("vary"), Some("accept-encoding"));
+    let mut reader = crate::sse::Inflating::new();
+    for version in 1..=2 {
+        if version > 1 {
+            feed.update(doc(version, 300)).unwrap();
+        }
+        let current = feed.current().unwrap();
+        let data = doc(version, 300).replace(['\r', '\n'], " ");
+        let want = format!("id: {}\ndata: {data}\n\n", current.id());
+        let before = reader.coded.len();
+        let mut text = String::new();
+        while text.len() < want.len() {
+            text.push_str(&reader.take(&bounded(stream.chunk()).await.unwrap()));
+        }
+        assert_eq!(text, want);
+        let coded = reader.coded.len() - before;
+        assert!(coded < want.len() / 3, "{coded} bytes for {}", want.len());
+    }
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_sse_subscribers_receive_every_version_in_order() {
     const SUBSCRIBERS: usize = 1000;
     const VERSIONS: u32 = 10;

@@ -32,7 +32,7 @@ fn hub_app(hub: &Hub) -> App {
 // ---- an HTTP/1.1 event-stream reader ----
 
 /// One HTTP/1.1 response read chunk by chunk.
-struct H1Stream {
+pub(crate) struct H1Stream {
     conn: TcpStream,
     buf: Vec<u8>,
     /// Status line and header lines, lowercased names.
@@ -43,7 +43,7 @@ struct H1Stream {
 }
 
 impl H1Stream {
-    async fn open(addr: SocketAddr, path: &str, extra: &str) -> H1Stream {
+    pub(crate) async fn open(addr: SocketAddr, path: &str, extra: &str) -> H1Stream {
         let mut conn = bounded(TcpStream::connect(addr)).await.unwrap();
         let req =
             format!("GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n{extra}\r\n");
@@ -74,7 +74,7 @@ impl H1Stream {
         stream
     }
 
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -90,7 +90,7 @@ impl H1Stream {
 
     /// The next chunk's data; `None` at the last chunk (the body's clean
     /// end).
-    async fn chunk(&mut self) -> Option<Vec<u8>> {
+    pub(crate) async fn chunk(&mut self) -> Option<Vec<u8>> {
         loop {
             if let Some(line_end) = self.buf.windows(2).position(|w| w == b"\r\n") {
                 let size = std::str::from_utf8(&self.buf[..line_end]).unwrap();
@@ -565,8 +565,8 @@ async fn the_shutdown_notice_reaches_handlers_and_mounted_apps() {
 
 #[tokio::test]
 async fn curl_reads_a_hub_stream_over_http2_and_http1() {
-    for http2 in [true, false] {
-        let hub = Hub::new();
+    for (http2, gzip) in [(true, false), (false, false), (true, true), (false, true)] {
+        let hub = Hub::builder().gzip(gzip).build();
         let mut app = hub_app(&hub);
         app.middleware(Compression::new());
         let served = Served::start(app).await;
@@ -602,7 +602,10 @@ async fn curl_reads_a_hub_stream_over_http2_and_http1() {
         let (head, body) = out.split_once("\r\n\r\n").unwrap();
         let head = head.to_ascii_lowercase();
         assert!(head.contains("content-type: text/event-stream"), "{head}");
-        assert!(!head.contains("content-encoding"), "{head}");
+        // curl's --compressed offers gzip: a gzip hub codes the stream
+        // (and the compression middleware leaves it alone either way).
+        assert_eq!(head.contains("content-encoding: gzip"), gzip, "{head}");
+        assert_eq!(head.contains("vary: accept-encoding"), gzip, "{head}");
         let expected_version = if http2 { "2" } else { "1.1" };
         assert_eq!(
             body,
@@ -613,4 +616,188 @@ async fn curl_reads_a_hub_stream_over_http2_and_http1() {
         );
         served.stop().await;
     }
+}
+
+// ---- gzip-coded streams ----
+
+/// A gzip-coded stream read as a browser does: the header, then each event
+/// inflated as soon as its bytes arrive.
+pub(crate) struct Inflating {
+    inflate: flate2::Decompress,
+    /// Every coded byte, for the whole-member check at the end.
+    pub(crate) coded: Vec<u8>,
+}
+
+impl Inflating {
+    pub(crate) fn new() -> Inflating {
+        Inflating {
+            inflate: flate2::Decompress::new(false),
+            coded: Vec::new(),
+        }
+    }
+
+    /// Inflates the chunk's bytes (after the 10-byte header) and returns
+    /// the text they make.
+    pub(crate) fn take(&mut self, chunk: &[u8]) -> String {
+        let skip = 10usize.saturating_sub(self.coded.len()).min(chunk.len());
+        self.coded.extend_from_slice(chunk);
+        let mut out = Vec::with_capacity(64 * 1024);
+        let mut input = &chunk[skip..];
+        while !input.is_empty() {
+            let before = self.inflate.total_in();
+            self.inflate
+                .decompress_vec(input, &mut out, flate2::FlushDecompress::Sync)
+                .expect("valid deflate");
+            let used = (self.inflate.total_in() - before) as usize;
+            input = &input[used..];
+            if used == 0 {
+                // The last block: what follows is the trailer.
+                break;
+            }
+            out.reserve(64 * 1024);
+        }
+        String::from_utf8(out).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_gzip_hub_codes_each_event_once_and_a_client_reads_it_on_arrival() {
+    let hub = Hub::builder()
+        .gzip(true)
+        .history(8)
+        .gap_event(Event::new().event("gap").data(""))
+        .build();
+    let served = Served::start(hub_app(&hub)).await;
+
+    let mut coded = H1Stream::open(served.addr, "/events", "Accept-Encoding: gzip, br\r\n").await;
+    assert_eq!(coded.status, 200);
+    assert_eq!(coded.header("content-encoding"), Some("gzip"));
+    assert_eq!(coded.header("vary"), Some("accept-encoding"));
+    // A client that does not offer gzip (or refuses it) gets the text, and
+    // the answer says it varies.
+    let mut plain = H1Stream::open(served.addr, "/events", "").await;
+    let mut refused = H1Stream::open(
+        served.addr,
+        "/events",
+        "Accept-Encoding: gzip;q=0, identity\r\n",
+    )
+    .await;
+    for stream in [&plain, &refused] {
+        assert_eq!(stream.header("content-encoding"), None);
+        assert_eq!(stream.header("vary"), Some("accept-encoding"));
+    }
+    wait_for_subscribers(&hub, 3).await;
+
+    // Each event decodes as soon as it arrives: the stream stays open.
+    let mut reader = Inflating::new();
+    let big = "{\"row\":12345,\"name\":\"a long enough value\"} ".repeat(400);
+    let mut sent = Vec::new();
+    for n in 1..=3 {
+        let data = if n == 2 {
+            big.clone()
+        } else {
+            format!("event {n}")
+        };
+        hub.publish(event(&n.to_string(), &data)).unwrap();
+        let wire = format!("id: {n}\ndata: {data}\n\n");
+        let mut text = String::new();
+        while text.len() < wire.len() {
+            text.push_str(&reader.take(&coded.chunk().await.unwrap()));
+        }
+        assert_eq!(text, wire);
+        assert_eq!(plain.data_event().await.unwrap(), wire);
+        assert_eq!(refused.data_event().await.unwrap(), wire);
+        sent.push(wire);
+    }
+    // The large event went out compressed.
+    assert!(
+        reader.coded.len() < big.len() / 4,
+        "{} coded bytes",
+        reader.coded.len()
+    );
+
+    // A reconnect with an unknown id gets the gap event, then the history,
+    // coded the same way.
+    let mut resumed = H1Stream::open(
+        served.addr,
+        "/events",
+        "Accept-Encoding: gzip\r\nLast-Event-ID: unknown\r\n",
+    )
+    .await;
+    let mut again = Inflating::new();
+    let want = format!("event: gap\ndata: \n\n{}", sent.concat());
+    let mut text = String::new();
+    while text.len() < want.len() {
+        text.push_str(&again.take(&resumed.chunk().await.unwrap()));
+    }
+    assert_eq!(text, want);
+
+    // A closed hub ends the streams with the trailer: each whole body is a
+    // valid gzip member (the decoder checks its CRC-32 and length).
+    hub.close();
+    for (stream, reader, want) in [
+        (&mut coded, &mut reader, sent.concat()),
+        (&mut resumed, &mut again, want.clone()),
+    ] {
+        while let Some(chunk) = stream.chunk().await {
+            reader.coded.extend_from_slice(&chunk);
+        }
+        let mut whole = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(&reader.coded[..]),
+            &mut whole,
+        )
+        .expect("a valid gzip member");
+        assert_eq!(whole, want);
+    }
+    assert!(plain.data_event().await.is_none());
+    drop((plain, refused));
+    served.stop().await;
+}
+
+#[tokio::test]
+async fn a_gzip_stream_ended_by_shutdown_has_its_trailer_and_heartbeats_are_coded() {
+    let hub = Hub::builder().gzip(true).build();
+    let mut app = App::new();
+    app.state(hub.clone());
+    app.get("/events", |req: Request| async move {
+        let stream = req.state::<Hub>().unwrap().subscribe(&req)?;
+        Ok::<_, celer::sse::SubscribeError>(
+            stream
+                .heartbeat(Duration::from_millis(50))
+                .retry(Duration::from_secs(2)),
+        )
+    });
+    let served = Served::start(app).await;
+    let mut stream = H1Stream::open(served.addr, "/events", "Accept-Encoding: gzip\r\n").await;
+    assert_eq!(stream.header("content-encoding"), Some("gzip"));
+    let mut reader = Inflating::new();
+    let mut text = String::new();
+    // The retry field, then heartbeats while nothing is published.
+    while !text.contains(":\n\n:\n\n") {
+        text.push_str(&reader.take(&stream.chunk().await.unwrap()));
+    }
+    assert!(text.starts_with("retry: 2000\n\n:\n\n"), "{text:?}");
+    hub.publish(event("1", "last")).unwrap();
+    while !text.ends_with("id: 1\ndata: last\n\n") {
+        text.push_str(&reader.take(&stream.chunk().await.unwrap()));
+    }
+    // Shutdown ends the stream at an event boundary, with the trailer.
+    let stopping = tokio::spawn(served.stop());
+    while let Some(chunk) = stream.chunk().await {
+        reader.coded.extend_from_slice(&chunk);
+    }
+    let mut whole = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&reader.coded[..]),
+        &mut whole,
+    )
+    .expect("a valid gzip member");
+    // Everything read on arrival, then at most heartbeats before the end.
+    let rest = whole.strip_prefix(text.as_str()).expect("the same text");
+    assert!(
+        rest.split_terminator(":\n\n").all(str::is_empty),
+        "{rest:?}"
+    );
+    bounded(stopping).await.unwrap();
 }

@@ -8,12 +8,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Hub, Subscriber};
+use super::{Chunk, Hub, Subscriber};
 use crate::sse::Event;
 
 fn poll(sub: &mut Subscriber) -> Poll<Option<Bytes>> {
     let waker = futures_util::task::noop_waker();
     sub.poll_next(&mut Context::from_waker(&waker))
+        .map(|chunk| {
+            chunk.map(|chunk| match chunk {
+                Chunk::Plain(bytes) => bytes,
+                Chunk::Gzip(segment) => segment.bytes,
+            })
+        })
 }
 
 /// Everything the subscriber can read now, as text; `ended` when its
@@ -46,8 +52,8 @@ fn publish(hub: &Hub, range: std::ops::RangeInclusive<usize>) {
 #[test]
 fn an_event_is_encoded_once_for_every_subscriber() {
     let hub = Hub::new();
-    let mut a = hub.subscriber(None).unwrap();
-    let mut b = hub.subscriber(None).unwrap();
+    let mut a = hub.subscriber(None, false).unwrap();
+    let mut b = hub.subscriber(None, false).unwrap();
     hub.publish(Event::new().data("shared")).unwrap();
     let (Poll::Ready(Some(x)), Poll::Ready(Some(y))) = (poll(&mut a), poll(&mut b)) else {
         panic!("both subscribers should have the event");
@@ -59,7 +65,7 @@ fn an_event_is_encoded_once_for_every_subscriber() {
 #[test]
 fn events_without_an_id_get_the_hubs_counting_from_one() {
     let hub = Hub::new();
-    let mut sub = hub.subscriber(None).unwrap();
+    let mut sub = hub.subscriber(None, false).unwrap();
     assert_eq!(hub.publish(Event::new().data("a")).unwrap(), 1);
     assert_eq!(hub.publish(Event::new().id("mine").data("b")).unwrap(), 2);
     assert_eq!(hub.publish(Event::new().data("c")).unwrap(), 3);
@@ -74,7 +80,7 @@ fn events_without_an_id_get_the_hubs_counting_from_one() {
         ]
     );
     // The hub's own ids resume like any other.
-    let mut resumed = hub.subscriber(Some(&format!("{epoch}.1"))).unwrap();
+    let mut resumed = hub.subscriber(Some(&format!("{epoch}.1")), false).unwrap();
     assert_eq!(drain(&mut resumed).0.len(), 2);
 }
 
@@ -83,14 +89,14 @@ fn resume_replays_what_came_after_the_last_id() {
     let hub = Hub::builder().history(3).build();
     publish(&hub, 1..=5);
     // The history is 3, 4, 5.
-    let mut sub = hub.subscriber(Some("3")).unwrap();
+    let mut sub = hub.subscriber(Some("3"), false).unwrap();
     assert_eq!(drain(&mut sub).0, [wire(4), wire(5)]);
-    let mut sub = hub.subscriber(Some("5")).unwrap();
+    let mut sub = hub.subscriber(Some("5"), false).unwrap();
     assert_eq!(drain(&mut sub), (vec![], false));
     // Just out of the history: everything the hub still has.
-    let mut sub = hub.subscriber(Some("2")).unwrap();
+    let mut sub = hub.subscriber(Some("2"), false).unwrap();
     assert_eq!(drain(&mut sub).0, [wire(3), wire(4), wire(5)]);
-    let mut sub = hub.subscriber(Some("never")).unwrap();
+    let mut sub = hub.subscriber(Some("never"), false).unwrap();
     assert_eq!(drain(&mut sub).0, [wire(3), wire(4), wire(5)]);
     assert_eq!(hub.stats().history, 3);
 }
@@ -102,30 +108,30 @@ fn a_gap_sends_the_gap_event_before_the_history() {
         .gap_event(Event::new().event("reset").data(""))
         .build();
     publish(&hub, 1..=3);
-    let mut sub = hub.subscriber(Some("1")).unwrap();
+    let mut sub = hub.subscriber(Some("1"), false).unwrap();
     assert_eq!(
         drain(&mut sub).0,
         ["event: reset\ndata: \n\n".to_owned(), wire(2), wire(3)]
     );
     // A known id, or none at all, is no gap.
-    let mut sub = hub.subscriber(Some("2")).unwrap();
+    let mut sub = hub.subscriber(Some("2"), false).unwrap();
     assert_eq!(drain(&mut sub).0, [wire(3)]);
-    let mut sub = hub.subscriber(None).unwrap();
+    let mut sub = hub.subscriber(None, false).unwrap();
     assert!(drain(&mut sub).0.is_empty());
 }
 
 #[test]
 fn new_subscribers_get_the_initial_events() {
     let hub = Hub::builder().history(4).initial(2).build();
-    let mut early = hub.subscriber(None).unwrap();
+    let mut early = hub.subscriber(None, false).unwrap();
     assert!(drain(&mut early).0.is_empty(), "nothing published yet");
     publish(&hub, 1..=5);
-    let mut sub = hub.subscriber(None).unwrap();
+    let mut sub = hub.subscriber(None, false).unwrap();
     assert_eq!(drain(&mut sub).0, [wire(4), wire(5)]);
     // Never more than the history.
     let hub = Hub::builder().history(1).initial(10).build();
     publish(&hub, 1..=3);
-    let mut sub = hub.subscriber(None).unwrap();
+    let mut sub = hub.subscriber(None, false).unwrap();
     assert_eq!(drain(&mut sub).0, [wire(3)]);
 }
 
@@ -133,7 +139,7 @@ fn new_subscribers_get_the_initial_events() {
 fn no_history_means_every_reconnect_is_a_gap() {
     let hub = Hub::builder().history(0).build();
     publish(&hub, 1..=3);
-    let mut sub = hub.subscriber(Some("3")).unwrap();
+    let mut sub = hub.subscriber(Some("3"), false).unwrap();
     assert!(drain(&mut sub).0.is_empty());
     assert_eq!(hub.stats().history, 0);
 }
@@ -141,8 +147,8 @@ fn no_history_means_every_reconnect_is_a_gap() {
 #[test]
 fn a_subscriber_one_event_over_its_buffer_is_dropped() {
     let hub = Hub::builder().history(0).buffer(4).build();
-    let mut slow = hub.subscriber(None).unwrap();
-    let mut fast = hub.subscriber(None).unwrap();
+    let mut slow = hub.subscriber(None, false).unwrap();
+    let mut fast = hub.subscriber(None, false).unwrap();
     publish(&hub, 1..=4);
     assert_eq!(drain(&mut fast).0.len(), 4);
     // Exactly at the limit: still subscribed.
@@ -160,7 +166,7 @@ fn a_subscriber_one_event_over_its_buffer_is_dropped() {
 fn the_replay_of_history_does_not_count_against_the_buffer() {
     let hub = Hub::builder().history(10).buffer(2).build();
     publish(&hub, 1..=10);
-    let mut sub = hub.subscriber(Some("gone")).unwrap();
+    let mut sub = hub.subscriber(Some("gone"), false).unwrap();
     publish(&hub, 11..=12);
     assert_eq!(hub.stats().dropped, 0);
     let (events, ended) = drain(&mut sub);
@@ -169,7 +175,7 @@ fn the_replay_of_history_does_not_count_against_the_buffer() {
     assert!(!ended);
     // Two behind the newest from where it joined is its limit; a third
     // drops it.
-    let mut idle = hub.subscriber(Some("gone")).unwrap();
+    let mut idle = hub.subscriber(Some("gone"), false).unwrap();
     publish(&hub, 13..=14);
     assert_eq!(drain(&mut sub).0.len(), 2);
     assert_eq!(hub.stats().dropped, 0);
@@ -188,7 +194,7 @@ fn the_hub_holds_at_most_its_buffer_bytes() {
         .buffer_bytes(4 * one)
         .max_event_bytes(one)
         .build();
-    let mut slow = hub.subscriber(None).unwrap();
+    let mut slow = hub.subscriber(None, false).unwrap();
     publish(&hub, 1..=4);
     assert_eq!(hub.stats().buffered_bytes, 4 * wire(1).len());
     assert_eq!(hub.stats().dropped, 0);
@@ -220,36 +226,36 @@ fn events_over_the_size_limit_are_refused() {
 #[test]
 fn subscribers_over_the_limit_are_refused() {
     let hub = Hub::builder().max_subscribers(2).build();
-    let a = hub.subscriber(None).unwrap();
-    let _b = hub.subscriber(None).unwrap();
-    assert!(hub.subscriber(None).unwrap_err().is_full());
+    let a = hub.subscriber(None, false).unwrap();
+    let _b = hub.subscriber(None, false).unwrap();
+    assert!(hub.subscriber(None, false).unwrap_err().is_full());
     assert_eq!(hub.stats().refused, 1);
     drop(a);
     assert_eq!(hub.stats().subscribers, 1);
-    let _c = hub.subscriber(None).expect("a slot was freed");
+    let _c = hub.subscriber(None, false).expect("a slot was freed");
     assert_eq!(hub.stats().subscribers, 2);
 }
 
 #[test]
 fn a_closed_hub_ends_streams_after_the_events_published() {
     let hub = Hub::new();
-    let mut sub = hub.subscriber(None).unwrap();
+    let mut sub = hub.subscriber(None, false).unwrap();
     publish(&hub, 1..=2);
     hub.close();
     assert!(hub.publish(data(3)).unwrap_err().is_closed());
     assert_eq!(drain(&mut sub), (vec![wire(1), wire(2)], true));
     // A reconnect that missed the end still gets it, then the end.
-    let mut late = hub.subscriber(Some("1")).unwrap();
+    let mut late = hub.subscriber(Some("1"), false).unwrap();
     assert_eq!(drain(&mut late), (vec![wire(2)], true));
     // One that has it all is told to stop.
-    assert!(hub.subscriber(Some("2")).unwrap_err().is_closed());
-    assert!(hub.subscriber(None).unwrap_err().is_closed());
+    assert!(hub.subscriber(Some("2"), false).unwrap_err().is_closed());
+    assert!(hub.subscriber(None, false).unwrap_err().is_closed());
 }
 
 #[test]
 fn publishing_from_many_threads_keeps_one_order() {
     let hub = Hub::builder().history(1000).buffer(1000).build();
-    let mut sub = hub.subscriber(None).unwrap();
+    let mut sub = hub.subscriber(None, false).unwrap();
     std::thread::scope(|scope| {
         for t in 0..4 {
             let hub = hub.clone();
@@ -307,7 +313,7 @@ impl Recorder {
 
 /// A subscriber polled once with a recording waker: it waits.
 fn waiting(hub: &Hub) -> (Subscriber, Arc<Recorder>) {
-    let mut sub = hub.subscriber(None).unwrap();
+    let mut sub = hub.subscriber(None, false).unwrap();
     let recorder = Arc::new(Recorder::default());
     let waker = Waker::from(recorder.clone());
     assert!(sub.poll_next(&mut Context::from_waker(&waker)).is_pending());
