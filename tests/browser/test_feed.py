@@ -42,6 +42,14 @@ class FeedPage(BrowserTest):
         self.assertEqual(buttons, ["scores", "weather"])
         first = browser.js("return document.getElementById('doc').dataset.version")
         self.assertEqual(len(first), 32)
+        # The browser offered gzip: the event stream came gzip-coded (each
+        # version deflated once for every subscriber) and EventSource
+        # decoded each event as it arrived.
+        stream = [r for r in browser.responses() if r["url"].endswith("/feeds/scores/events")]
+        self.assertTrue(stream, "the page's event stream")
+        headers = {k.lower(): v for k, v in stream[-1]["headers"].items()}
+        self.assertEqual(headers.get("content-encoding"), "gzip")
+        self.assertEqual(headers.get("content-type"), "text/event-stream")
 
         # The file changes: the page shows the new version, pushed.
         write_atomically(scores, json.dumps({"home": 2, "away": 0}))
