@@ -1,0 +1,628 @@
+//! Gzip-coded event streams (`Content-Encoding: gzip`, RFC 9110 §8.4.1.3):
+//! the gzip member (RFC 1952) around one raw deflate stream (RFC 1951),
+//! inflated once per distinct segment for all the subscribers of a thread.
+//!
+//! A server that compresses an event stream for many subscribers sends
+//! every subscriber the same bytes for an event: after the 10-byte gzip
+//! header, each event is one *segment*, compressed by a fresh compressor
+//! (no reference to an earlier segment) and ended by a sync flush, the
+//! empty stored block `00 00 ff ff`, which leaves the stream byte-aligned
+//! at a block boundary. Inflating each subscriber's copy would make the
+//! load generator (one core, 10,000 subscribers) the bound of the figure
+//! again, so the subscribers of a thread share `Segments`, a small cache:
+//!
+//! - A subscriber collects its compressed bytes since its last segment
+//!   boundary. Where they end with `00 00 ff ff` there may be a boundary
+//!   (the pattern can also occur inside compressed data). The candidate
+//!   is looked up (length, then the bytes); on a miss it is inflated by a
+//!   fresh raw inflater and the outcome cached.
+//! - The candidate is a segment when the fresh inflate takes all of it
+//!   without error and the inflater then stands at a block boundary: fed
+//!   `03 00` (an empty final block), it ends the stream with no output.
+//!   Its plain bytes are then exactly what any inflater at that block
+//!   boundary would produce, whatever came before, because zlib's inflate
+//!   refuses a distance reaching before its first output byte ("invalid
+//!   distance too far back"; the zlib-rs backend is built for this). A
+//!   candidate that fails the probe is no boundary: the subscriber keeps
+//!   collecting, and nothing is emitted, so no plain byte is emitted twice
+//!   or out of order.
+//! - A segment's entry keeps its plain bytes and a `Replay`: what feeding
+//!   them to a reader at an event boundary does. A subscriber at an event
+//!   boundary replays it (no scan of the plain bytes); one in the middle
+//!   of an event (a server that splits events across segments) feeds the
+//!   plain bytes.
+//! - A candidate whose fresh inflate fails (a server whose segments refer
+//!   to earlier ones: one continuous compressor with sync flushes) or
+//!   whose plain bytes pass `MAX_SEGMENT_PLAIN`, a segment longer than
+//!   `MAX_SEGMENT_BYTES`, and the end of the deflate stream switch that
+//!   subscriber to its own continuous inflater for the rest of the stream.
+//!   Its window is restored from the subscriber's recent plain segments
+//!   (`History`, the last 32 KiB): the new inflater is first fed them as a
+//!   stored block, whose output is dropped, then the compressed bytes from
+//!   the last boundary on. If that inflate fails too, the stream is
+//!   corrupt (`ErrorKind::Gzip`).
+//!
+//! The trailer's ISIZE is checked against the plain bytes received; its
+//! CRC-32 is not: per subscriber it would cost a CRC over every plain
+//! byte, or a CRC combination per segment, which is the per-delivery cost
+//! this module exists to avoid (TCP and TLS already guard the bytes, and a
+//! corrupt deflate stream fails to inflate). One gzip member per response:
+//! bytes after its trailer are an error.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use flate2::{Decompress, FlushDecompress, Status};
+use serde::Serialize;
+
+use super::{Reader, Replay};
+use crate::parse::MAX_HEADERS;
+use crate::stats::ErrorKind;
+
+/// Segments a thread's cache keeps (least recently used goes first).
+pub(crate) const CACHE_ENTRIES: usize = 16;
+
+/// Compressed bytes a subscriber collects while looking for the end of a
+/// segment; a longer segment switches it to its own continuous inflater.
+pub(crate) const MAX_SEGMENT_BYTES: usize = 1 << 20;
+
+/// Plain bytes of one cached segment; a segment inflating to more is not
+/// cached and its subscriber switches to its own continuous inflater.
+pub(crate) const MAX_SEGMENT_PLAIN: usize = 4 << 20;
+
+/// Longest FNAME or FCOMMENT field accepted in a gzip header, with its NUL.
+pub(crate) const MAX_HEADER_TEXT: usize = 4096;
+
+/// Deflate's largest distance: the plain bytes a continuous inflater needs.
+const WINDOW: usize = 32 * 1024;
+
+/// Plain segments a subscriber's `History` keeps before merging them.
+const HISTORY_PIECES: usize = 64;
+
+/// Output buffer of a continuous inflater.
+const INFLATE_BUFFER: usize = 16 * 1024;
+
+/// The empty stored block a sync flush ends with (RFC 1951 §3.2.4).
+const SYNC_FLUSH: [u8; 4] = [0x00, 0x00, 0xff, 0xff];
+
+/// An empty final block with fixed codes (RFC 1951 §3.2.6): the probe
+/// that tells a block boundary.
+const FINAL_BLOCK: [u8; 2] = [0x03, 0x00];
+
+/// The response's content coding (RFC 9110 §8.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Coding {
+    /// No Content-Encoding, or `identity`.
+    Identity,
+    /// `gzip` (or `x-gzip`, RFC 9110 §8.4.1.3).
+    Gzip,
+}
+
+/// The content coding a complete response head declares; any coding but
+/// gzip, or gzip twice, is `ErrorKind::Encoding`.
+pub(crate) fn content_coding(head: &[u8]) -> Result<Coding, ErrorKind> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    if !matches!(response.parse(head), Ok(httparse::Status::Complete(_))) {
+        return Err(ErrorKind::Malformed);
+    }
+    let mut gzip = 0;
+    for header in response.headers.iter() {
+        if !header.name.eq_ignore_ascii_case("content-encoding") {
+            continue;
+        }
+        // A list of codings in the order applied (RFC 9110 §8.4).
+        for coding in header.value.split(|&b| b == b',') {
+            let coding = coding.trim_ascii();
+            if coding.is_empty() || coding.eq_ignore_ascii_case(b"identity") {
+                continue;
+            }
+            if coding.eq_ignore_ascii_case(b"gzip") || coding.eq_ignore_ascii_case(b"x-gzip") {
+                gzip += 1;
+            } else {
+                return Err(ErrorKind::Encoding);
+            }
+        }
+    }
+    match gzip {
+        0 => Ok(Coding::Identity),
+        1 => Ok(Coding::Gzip),
+        _ => Err(ErrorKind::Encoding),
+    }
+}
+
+/// What the gzip subscribers of a run did, summed over threads.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub(crate) struct GzipCounts {
+    /// Subscribers whose response was gzip-coded.
+    pub(crate) streams: u64,
+    /// Segments taken through the cache (each subscriber's copy counts).
+    pub(crate) segments: u64,
+    /// Segments inflated: cache misses, each a fresh inflate of one
+    /// distinct segment (the candidates that were no boundary included).
+    pub(crate) inflated: u64,
+    /// Subscribers that switched to their own continuous inflater.
+    pub(crate) continuous: u64,
+    /// Compressed body bytes received (gzip header and trailer included).
+    pub(crate) compressed_bytes: u64,
+    /// Plain bytes those gave.
+    pub(crate) plain_bytes: u64,
+}
+
+impl GzipCounts {
+    /// Adds another thread's counts.
+    pub(crate) fn add(&mut self, other: &GzipCounts) {
+        self.streams += other.streams;
+        self.segments += other.segments;
+        self.inflated += other.inflated;
+        self.continuous += other.continuous;
+        self.compressed_bytes += other.compressed_bytes;
+        self.plain_bytes += other.plain_bytes;
+    }
+}
+
+/// A thread's cache of recent segments, shared by its subscribers.
+pub(crate) struct Segments {
+    /// This run's marker prefix, for the entries' `Replay`.
+    prefix: Arc<[u8]>,
+    entries: Vec<Rc<Entry>>,
+    /// A clock for least-recently-used eviction.
+    tick: u64,
+    /// What the thread's gzip subscribers did.
+    pub(crate) counts: GzipCounts,
+}
+
+/// One cached candidate: its compressed bytes and what they are.
+struct Entry {
+    compressed: Box<[u8]>,
+    outcome: Outcome,
+    used: Cell<u64>,
+}
+
+/// What a fresh inflate made of a candidate.
+enum Outcome {
+    /// A segment: its plain bytes and what they do to a reader.
+    Segment { plain: Rc<[u8]>, replay: Replay },
+    /// The sync-flush pattern inside compressed data: no block boundary.
+    NoBoundary,
+    /// It cannot be inflated alone (it refers to earlier segments, is
+    /// corrupt, ends the deflate stream or inflates to more than
+    /// `MAX_SEGMENT_PLAIN`): a continuous inflater takes over.
+    Continuous,
+}
+
+impl Segments {
+    /// An empty cache for the subscribers of one run.
+    pub(crate) fn new(prefix: Arc<[u8]>) -> Segments {
+        Segments {
+            prefix,
+            entries: Vec::with_capacity(CACHE_ENTRIES),
+            tick: 0,
+            counts: GzipCounts::default(),
+        }
+    }
+
+    /// The outcome of `candidate`, from the cache or by a fresh inflate.
+    fn outcome(&mut self, candidate: &[u8]) -> Rc<Entry> {
+        self.tick += 1;
+        if let Some(entry) = self
+            .entries
+            .iter()
+            .find(|e| e.compressed.len() == candidate.len() && *e.compressed == *candidate)
+        {
+            entry.used.set(self.tick);
+            return entry.clone();
+        }
+        self.counts.inflated += 1;
+        let outcome = match inflate_alone(candidate) {
+            Alone::Segment(plain) => {
+                let replay = Replay::of(&plain, &self.prefix);
+                Outcome::Segment {
+                    plain: plain.into(),
+                    replay,
+                }
+            }
+            Alone::NoBoundary => Outcome::NoBoundary,
+            Alone::Continuous => Outcome::Continuous,
+        };
+        let entry = Rc::new(Entry {
+            compressed: candidate.into(),
+            outcome,
+            used: Cell::new(self.tick),
+        });
+        if self.entries.len() == CACHE_ENTRIES {
+            let oldest = (0..self.entries.len())
+                .min_by_key(|&i| self.entries[i].used.get())
+                .unwrap_or(0);
+            self.entries.swap_remove(oldest);
+        }
+        self.entries.push(entry.clone());
+        entry
+    }
+}
+
+/// What a fresh raw inflater makes of a candidate segment.
+enum Alone {
+    Segment(Vec<u8>),
+    NoBoundary,
+    Continuous,
+}
+
+/// Inflates `candidate` with a fresh raw inflater, then probes whether it
+/// stands at a block boundary.
+fn inflate_alone(candidate: &[u8]) -> Alone {
+    let mut inflater = Decompress::new(false);
+    let mut plain = Vec::with_capacity((candidate.len() * 8).clamp(64, MAX_SEGMENT_PLAIN));
+    loop {
+        let (taken, made) = (inflater.total_in() as usize, plain.len());
+        match inflater.decompress_vec(&candidate[taken..], &mut plain, FlushDecompress::None) {
+            // A distance before the first byte, or corrupt data.
+            Err(_) => return Alone::Continuous,
+            // The deflate stream ends in it: the rest is the trailer.
+            Ok(Status::StreamEnd) => return Alone::Continuous,
+            Ok(Status::Ok | Status::BufError) => {}
+        }
+        let room = plain.len() < plain.capacity();
+        if inflater.total_in() as usize == candidate.len() && room {
+            break;
+        }
+        if room && plain.len() == made && inflater.total_in() as usize == taken {
+            // No progress with input and room: not a deflate stream.
+            return Alone::Continuous;
+        }
+        if !room {
+            if plain.len() >= MAX_SEGMENT_PLAIN {
+                return Alone::Continuous;
+            }
+            plain.reserve(plain.len().min(MAX_SEGMENT_PLAIN - plain.len()).max(64));
+        }
+    }
+    let mut after = Vec::with_capacity(16);
+    match inflater.decompress_vec(&FINAL_BLOCK, &mut after, FlushDecompress::Finish) {
+        Ok(Status::StreamEnd) if after.is_empty() => Alone::Segment(plain),
+        _ => Alone::NoBoundary,
+    }
+}
+
+/// A subscriber's recent plain bytes, at least the last `WINDOW` of them
+/// when there were as many: what a continuous inflater taking over needs.
+/// The pieces are the cache's own segments (shared, not copied).
+#[derive(Default)]
+struct History {
+    pieces: VecDeque<Rc<[u8]>>,
+    len: usize,
+}
+
+impl History {
+    fn push(&mut self, piece: Rc<[u8]>) {
+        if piece.is_empty() {
+            return;
+        }
+        self.len += piece.len();
+        self.pieces.push_back(piece);
+        while let Some(front) = self.pieces.front() {
+            if self.len - front.len() < WINDOW {
+                break;
+            }
+            self.len -= front.len();
+            self.pieces.pop_front();
+        }
+        if self.pieces.len() > HISTORY_PIECES {
+            let merged: Rc<[u8]> = self.window().into();
+            self.len = merged.len();
+            self.pieces.clear();
+            self.pieces.push_back(merged);
+        }
+    }
+
+    /// The last `WINDOW` plain bytes (fewer at the start of a stream).
+    fn window(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len.min(WINDOW));
+        let mut skip = self.len.saturating_sub(WINDOW);
+        for piece in &self.pieces {
+            let from = skip.min(piece.len());
+            skip -= from;
+            out.extend_from_slice(&piece[from..]);
+        }
+        out
+    }
+}
+
+/// A subscriber's gzip body decoder.
+pub(crate) struct GzipBody {
+    shared: Rc<RefCell<Segments>>,
+    state: State,
+    /// Plain bytes of the member so far, modulo 2^32 (ISIZE, RFC 1952 §2.3.1).
+    isize: u32,
+}
+
+enum State {
+    /// The gzip header, collected until complete.
+    Header(Vec<u8>),
+    /// Segment by segment through the cache: the compressed bytes since
+    /// the last boundary, the plain bytes so far.
+    Segments { pending: Vec<u8>, history: History },
+    /// The subscriber's own inflater.
+    Continuous {
+        inflater: Box<Decompress>,
+        out: Box<[u8]>,
+    },
+    /// The deflate stream ended; the 8 trailer bytes, collected.
+    Trailer(Vec<u8>),
+    /// The member is complete.
+    Done,
+}
+
+impl GzipBody {
+    /// A decoder for one response, sharing the thread's cache.
+    pub(crate) fn new(shared: Rc<RefCell<Segments>>) -> GzipBody {
+        shared.borrow_mut().counts.streams += 1;
+        GzipBody {
+            shared,
+            state: State::Header(Vec::with_capacity(10)),
+            isize: 0,
+        }
+    }
+
+    /// Takes body bytes (the coded content, in order) and hands the
+    /// plain bytes to `reader`.
+    pub(crate) fn push(&mut self, bytes: &[u8], reader: &mut Reader) -> Result<(), ErrorKind> {
+        self.shared.borrow_mut().counts.compressed_bytes += bytes.len() as u64;
+        self.decode(bytes, reader)
+    }
+
+    fn decode(&mut self, mut bytes: &[u8], reader: &mut Reader) -> Result<(), ErrorKind> {
+        while !bytes.is_empty() {
+            bytes = match &mut self.state {
+                State::Header(header) => {
+                    let old = header.len();
+                    header.extend_from_slice(bytes);
+                    match parse_header(header)? {
+                        None => {
+                            if header.len() > MAX_HEADER_BYTES {
+                                return Err(ErrorKind::Gzip);
+                            }
+                            &[]
+                        }
+                        Some(len) => {
+                            self.state = State::Segments {
+                                pending: Vec::new(),
+                                history: History::default(),
+                            };
+                            &bytes[len - old..]
+                        }
+                    }
+                }
+                State::Segments { .. } => {
+                    self.push_segments(bytes, reader)?;
+                    &[]
+                }
+                State::Continuous { .. } => self.push_continuous(bytes, reader)?,
+                State::Trailer(trailer) => {
+                    let n = bytes.len().min(8 - trailer.len());
+                    trailer.extend_from_slice(&bytes[..n]);
+                    if trailer.len() == 8 {
+                        // ISIZE: little-endian, the last four (RFC 1952 §2.3.1).
+                        let isize =
+                            u32::from_le_bytes([trailer[4], trailer[5], trailer[6], trailer[7]]);
+                        if isize != self.isize {
+                            return Err(ErrorKind::Gzip);
+                        }
+                        self.state = State::Done;
+                    }
+                    &bytes[n..]
+                }
+                // One member per response.
+                State::Done => return Err(ErrorKind::Gzip),
+            };
+        }
+        Ok(())
+    }
+
+    /// The body ended. A member cut short is the server closing the
+    /// stream (not an error here); one whose end is corrupt is `Gzip`.
+    pub(crate) fn finish(&mut self, reader: &mut Reader) -> Result<(), ErrorKind> {
+        if let State::Segments { pending, .. } = &mut self.state {
+            // The rest of the deflate stream (its final block) and the
+            // trailer: no sync flush follows them.
+            if !pending.is_empty() {
+                let rest = std::mem::take(pending);
+                self.continue_alone(&rest, reader)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Segments mode: collects `bytes`, and at each candidate boundary
+    /// takes the segment through the cache.
+    fn push_segments(&mut self, bytes: &[u8], reader: &mut Reader) -> Result<(), ErrorKind> {
+        let State::Segments { pending, .. } = &mut self.state else {
+            return Ok(());
+        };
+        let old = pending.len();
+        pending.extend_from_slice(bytes);
+        // Where a sync flush ending in the new bytes may start.
+        let mut from = old.saturating_sub(SYNC_FLUSH.len() - 1);
+        let mut start = 0;
+        loop {
+            let State::Segments { pending, history } = &mut self.state else {
+                unreachable!("segments mode changes only below");
+            };
+            let Some(at) = memchr::memmem::find(&pending[from..], &SYNC_FLUSH) else {
+                break;
+            };
+            let end = from + at + SYNC_FLUSH.len();
+            from = end;
+            let entry = {
+                let mut shared = self.shared.borrow_mut();
+                let entry = shared.outcome(&pending[start..end]);
+                if let Outcome::Segment { plain, .. } = &entry.outcome {
+                    shared.counts.segments += 1;
+                    shared.counts.plain_bytes += plain.len() as u64;
+                }
+                entry
+            };
+            match &entry.outcome {
+                Outcome::Segment { plain, replay } => {
+                    if reader.lines.at_boundary() {
+                        reader.replay(replay);
+                    } else {
+                        reader.feed(plain);
+                    }
+                    history.push(plain.clone());
+                    self.isize = self.isize.wrapping_add(plain.len() as u32);
+                    start = end;
+                }
+                Outcome::NoBoundary => {}
+                Outcome::Continuous => {
+                    let rest = pending.split_off(start);
+                    return self.continue_alone(&rest, reader);
+                }
+            }
+        }
+        let State::Segments { pending, .. } = &mut self.state else {
+            unreachable!("segments mode changes only above");
+        };
+        pending.drain(..start);
+        if pending.len() > MAX_SEGMENT_BYTES {
+            let rest = std::mem::take(pending);
+            return self.continue_alone(&rest, reader);
+        }
+        Ok(())
+    }
+
+    /// Switches to a continuous inflater, its window restored from the
+    /// history, and feeds it `rest` (compressed bytes from the last segment
+    /// boundary on).
+    fn continue_alone(&mut self, rest: &[u8], reader: &mut Reader) -> Result<(), ErrorKind> {
+        let State::Segments { history, .. } = &self.state else {
+            return Ok(());
+        };
+        let window = history.window();
+        let mut inflater = Box::new(Decompress::new(false));
+        // A stored block (RFC 1951 §3.2.4) of the window, not final: the
+        // inflater's history becomes the window; its output is dropped.
+        let len = u16::try_from(window.len()).unwrap_or(u16::MAX);
+        let mut primer = Vec::with_capacity(5 + window.len());
+        primer.push(0x00);
+        primer.extend_from_slice(&len.to_le_bytes());
+        primer.extend_from_slice(&(!len).to_le_bytes());
+        primer.extend_from_slice(&window[..usize::from(len)]);
+        let mut out = vec![0u8; INFLATE_BUFFER.max(WINDOW)].into_boxed_slice();
+        match inflater.decompress(&primer, &mut out, FlushDecompress::None) {
+            Ok(Status::Ok | Status::BufError)
+                if inflater.total_in() as usize == primer.len()
+                    && inflater.total_out() as usize == window.len() => {}
+            _ => return Err(ErrorKind::Gzip),
+        }
+        self.shared.borrow_mut().counts.continuous += 1;
+        self.state = State::Continuous { inflater, out };
+        // What follows the deflate stream: the trailer.
+        let left = self.push_continuous(rest, reader)?;
+        self.decode(left, reader)
+    }
+
+    /// Continuous mode: inflates `bytes` and feeds the plain bytes; returns
+    /// the bytes after the end of the deflate stream (the trailer).
+    fn push_continuous<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        reader: &mut Reader,
+    ) -> Result<&'a [u8], ErrorKind> {
+        let State::Continuous { inflater, out } = &mut self.state else {
+            return Ok(bytes);
+        };
+        let mut taken = 0;
+        loop {
+            let (in_before, out_before) = (inflater.total_in(), inflater.total_out());
+            let status = inflater
+                .decompress(&bytes[taken..], out, FlushDecompress::None)
+                .map_err(|_| ErrorKind::Gzip)?;
+            taken += (inflater.total_in() - in_before) as usize;
+            let made = (inflater.total_out() - out_before) as usize;
+            reader.feed(&out[..made]);
+            self.isize = self.isize.wrapping_add(made as u32);
+            {
+                let mut shared = self.shared.borrow_mut();
+                shared.counts.plain_bytes += made as u64;
+            }
+            if status == Status::StreamEnd {
+                self.state = State::Trailer(Vec::with_capacity(8));
+                return Ok(&bytes[taken..]);
+            }
+            if taken == bytes.len() && made < out.len() {
+                return Ok(&[]);
+            }
+            if made == 0 && inflater.total_in() == in_before {
+                // No progress with input and room: not a deflate stream.
+                return Err(ErrorKind::Gzip);
+            }
+        }
+    }
+}
+
+/// Longest gzip header accepted: the fixed part, FEXTRA at its largest,
+/// FNAME and FCOMMENT at `MAX_HEADER_TEXT`, FHCRC.
+const MAX_HEADER_BYTES: usize = 10 + 2 + 0xffff + 2 * MAX_HEADER_TEXT + 2;
+
+/// FLG bits (RFC 1952 §2.3.1).
+const FHCRC: u8 = 1 << 1;
+const FEXTRA: u8 = 1 << 2;
+const FNAME: u8 = 1 << 3;
+const FCOMMENT: u8 = 1 << 4;
+const FRESERVED: u8 = 0b1110_0000;
+
+/// Parses a gzip member header (RFC 1952 §2.3) at the start of `buf`:
+/// its length when complete, `None` while more bytes are needed.
+/// FEXTRA is skipped, FNAME and FCOMMENT are skipped up to
+/// `MAX_HEADER_TEXT`, FHCRC is checked; another method than deflate or a
+/// reserved flag is an error.
+fn parse_header(buf: &[u8]) -> Result<Option<usize>, ErrorKind> {
+    let Some(fixed) = buf.get(..10) else {
+        // Refuse a wrong magic number at once.
+        if buf.iter().zip([0x1f, 0x8b, 8]).any(|(a, b)| *a != b) {
+            return Err(ErrorKind::Gzip);
+        }
+        return Ok(None);
+    };
+    // ID1 ID2 CM (8: deflate) FLG MTIME(4) XFL OS.
+    if fixed[..3] != [0x1f, 0x8b, 8] || fixed[3] & FRESERVED != 0 {
+        return Err(ErrorKind::Gzip);
+    }
+    let flags = fixed[3];
+    let mut at = 10;
+    if flags & FEXTRA != 0 {
+        let Some(xlen) = buf.get(at..at + 2) else {
+            return Ok(None);
+        };
+        at += 2 + usize::from(u16::from_le_bytes([xlen[0], xlen[1]]));
+        if buf.len() < at {
+            return Ok(None);
+        }
+    }
+    for flag in [FNAME, FCOMMENT] {
+        if flags & flag != 0 {
+            let field = &buf[at..buf.len().min(at + MAX_HEADER_TEXT)];
+            match memchr::memchr(0, field) {
+                Some(nul) => at += nul + 1,
+                None if field.len() == MAX_HEADER_TEXT => return Err(ErrorKind::Gzip),
+                None => return Ok(None),
+            }
+        }
+    }
+    if flags & FHCRC != 0 {
+        let Some(crc16) = buf.get(at..at + 2) else {
+            return Ok(None);
+        };
+        // The low 16 bits of the CRC-32 of the header before it (§2.3.1).
+        let mut crc = flate2::Crc::new();
+        crc.update(&buf[..at]);
+        if (crc.sum() & 0xffff) as u16 != u16::from_le_bytes([crc16[0], crc16[1]]) {
+            return Err(ErrorKind::Gzip);
+        }
+        at += 2;
+    }
+    Ok(Some(at))
+}
