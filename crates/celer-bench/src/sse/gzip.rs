@@ -143,7 +143,8 @@ pub(crate) struct GzipCounts {
     /// Segments inflated: cache misses, each a fresh inflate of one
     /// distinct segment (the candidates that were no boundary included).
     pub(crate) inflated: u64,
-    /// Subscribers that switched to their own continuous inflater.
+    /// Subscribers that switched to their own continuous inflater before
+    /// the end of the stream.
     pub(crate) continuous: u64,
     /// Compressed body bytes received (gzip header and trailer included).
     pub(crate) compressed_bytes: u64,
@@ -477,6 +478,7 @@ impl GzipBody {
                 }
                 Outcome::NoBoundary => {}
                 Outcome::Continuous => {
+                    self.shared.borrow_mut().counts.continuous += 1;
                     let rest = pending.split_off(start);
                     return self.continue_alone(&rest, reader);
                 }
@@ -487,6 +489,7 @@ impl GzipBody {
         };
         pending.drain(..start);
         if pending.len() > MAX_SEGMENT_BYTES {
+            self.shared.borrow_mut().counts.continuous += 1;
             let rest = std::mem::take(pending);
             return self.continue_alone(&rest, reader);
         }
@@ -517,7 +520,6 @@ impl GzipBody {
                     && inflater.total_out() as usize == window.len() => {}
             _ => return Err(ErrorKind::Gzip),
         }
-        self.shared.borrow_mut().counts.continuous += 1;
         self.state = State::Continuous { inflater, out };
         // What follows the deflate stream: the trailer.
         let left = self.push_continuous(rest, reader)?;
@@ -625,4 +627,397 @@ fn parse_header(buf: &[u8]) -> Result<Option<usize>, ErrorKind> {
         at += 2;
     }
     Ok(Some(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use flate2::{Compress, Compression, FlushCompress};
+
+    use super::*;
+    use crate::sse::Note;
+
+    const PREFIX: &[u8] = b"\"celer_bench\":\"00ab:";
+
+    /// The 10-byte header a server writes (no flags, OS unknown).
+    const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+
+    /// One segment: a fresh raw compressor, ended by a sync flush.
+    fn segment(plain: &[u8], level: Compression) -> Vec<u8> {
+        let mut c = Compress::new(level, false);
+        sync(&mut c, plain)
+    }
+
+    /// `plain` through `c`, ended by a sync flush.
+    fn sync(c: &mut Compress, plain: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(plain.len() + 1024);
+        let start = c.total_in();
+        // All input without flushing, then one sync flush.
+        while ((c.total_in() - start) as usize) < plain.len() {
+            let taken = (c.total_in() - start) as usize;
+            out.reserve(64 * 1024);
+            c.compress_vec(&plain[taken..], &mut out, FlushCompress::None)
+                .unwrap();
+        }
+        loop {
+            out.reserve(64 * 1024);
+            c.compress_vec(&[], &mut out, FlushCompress::Sync).unwrap();
+            if out.len() < out.capacity() {
+                break;
+            }
+        }
+        assert!(out.ends_with(&SYNC_FLUSH));
+        out
+    }
+
+    /// The end of a member: an empty final block and the trailer.
+    fn trailer(plain: &[u8]) -> Vec<u8> {
+        let mut crc = flate2::Crc::new();
+        crc.update(plain);
+        let mut out = FINAL_BLOCK.to_vec();
+        out.extend_from_slice(&crc.sum().to_le_bytes());
+        out.extend_from_slice(&(plain.len() as u32).to_le_bytes());
+        out
+    }
+
+    /// The events of a stream: a retry preamble, the current version, a
+    /// heartbeat, updates with the marker (one with CR LF line ends).
+    fn events() -> Vec<Vec<u8>> {
+        let long = "y".repeat(3000);
+        vec![
+            b"retry: 2000\n".to_vec(),
+            format!("id: 0\ndata: {{\"rows\":[1,2,3],\"long\":\"{long}\"}}\n\n").into_bytes(),
+            b": heartbeat\n\n".to_vec(),
+            format!("id: 1\ndata: {{\"celer_bench\":\"00ab:1:5\",\"long\":\"{long}\"}}\n\n")
+                .into_bytes(),
+            format!("id: 2\r\ndata: {{\"celer_bench\":\"00ab:2:5\",\"n\":2}}\r\n\r\n").into_bytes(),
+            format!("id: 3\ndata: {{\"celer_bench\":\"00ab:3:5\",\"long\":\"{long}x\"}}\n\n")
+                .into_bytes(),
+        ]
+    }
+
+    /// A gzip stream of independent segments, `end`ed with the trailer.
+    fn independent(events: &[Vec<u8>], end: bool) -> Vec<u8> {
+        let mut out = HEADER.to_vec();
+        for e in events {
+            out.extend(segment(e, Compression::default()));
+        }
+        if end {
+            out.extend(trailer(&events.concat()));
+        }
+        out
+    }
+
+    /// A gzip stream from one continuous compressor with sync flushes.
+    fn dependent(events: &[Vec<u8>]) -> Vec<u8> {
+        let mut c = Compress::new(Compression::default(), false);
+        let mut out = HEADER.to_vec();
+        for e in events {
+            out.extend(sync(&mut c, e));
+        }
+        out.extend(trailer(&events.concat()));
+        out
+    }
+
+    fn cache() -> Rc<RefCell<Segments>> {
+        Rc::new(RefCell::new(Segments::new(Arc::from(PREFIX))))
+    }
+
+    /// Arrivals (`Some(seq)`) and readiness (`None`) a reader notes.
+    fn notes(rx: &mpsc::Receiver<Note>) -> Vec<Option<u32>> {
+        rx.try_iter()
+            .map(|note| match note {
+                Note::Arrived { seq, .. } => Some(seq),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Feeds `stream` in pieces of `chunk` through a gzip body on `shared`:
+    /// the notes and how the body ended.
+    fn read(
+        stream: &[u8],
+        chunk: usize,
+        shared: &Rc<RefCell<Segments>>,
+    ) -> (Vec<Option<u32>>, Result<(), ErrorKind>) {
+        let (tx, rx) = mpsc::channel();
+        let mut reader = Reader::new(Arc::from(PREFIX), tx);
+        let mut body = GzipBody::new(shared.clone());
+        let mut ended = Ok(());
+        for part in stream.chunks(chunk) {
+            ended = body.push(part, &mut reader);
+            if ended.is_err() {
+                break;
+            }
+        }
+        if ended.is_ok() {
+            ended = body.finish(&mut reader);
+        }
+        (notes(&rx), ended)
+    }
+
+    /// The notes of the plain events.
+    fn plain_notes(events: &[Vec<u8>]) -> Vec<Option<u32>> {
+        let (tx, rx) = mpsc::channel();
+        let mut reader = Reader::new(Arc::from(PREFIX), tx);
+        reader.feed(&events.concat());
+        notes(&rx)
+    }
+
+    #[test]
+    fn a_gzip_stream_split_anywhere_gives_the_plain_arrivals() {
+        let events = events();
+        let want = plain_notes(&events);
+        assert_eq!(want, vec![None, Some(1), Some(2), Some(3)]);
+        let stream = independent(&events, true);
+        for chunk in (1..=9).chain([64, 1000, stream.len()]) {
+            let shared = cache();
+            assert_eq!(
+                read(&stream, chunk, &shared),
+                (want.clone(), Ok(())),
+                "in pieces of {chunk}"
+            );
+            let counts = shared.borrow().counts;
+            assert_eq!(counts.continuous, 0, "in pieces of {chunk}");
+            assert_eq!(counts.segments, events.len() as u64);
+            assert_eq!(counts.compressed_bytes, stream.len() as u64);
+        }
+    }
+
+    #[test]
+    fn subscribers_share_one_inflate_per_segment() {
+        let events = events();
+        let want = plain_notes(&events);
+        let stream = independent(&events, false);
+        let shared = cache();
+        for _ in 0..3 {
+            assert_eq!(read(&stream, 100, &shared), (want.clone(), Ok(())));
+        }
+        let counts = shared.borrow().counts;
+        assert_eq!(counts.streams, 3);
+        assert_eq!(counts.segments, 3 * events.len() as u64);
+        assert_eq!(counts.inflated, events.len() as u64);
+        assert_eq!(counts.continuous, 0);
+        assert_eq!(counts.plain_bytes, 3 * events.concat().len() as u64);
+    }
+
+    #[test]
+    fn dependent_segments_are_read_by_a_continuous_inflater() {
+        let events = events();
+        let want = plain_notes(&events);
+        let stream = dependent(&events);
+        for chunk in [1, 7, stream.len()] {
+            let shared = cache();
+            assert_eq!(read(&stream, chunk, &shared), (want.clone(), Ok(())));
+            // The later events refer to the first one: the subscriber
+            // switched to its own inflater, its window restored.
+            assert_eq!(shared.borrow().counts.continuous, 1);
+        }
+    }
+
+    #[test]
+    fn the_sync_pattern_inside_compressed_data_is_no_boundary() {
+        // Stored blocks carry the plain bytes as they are.
+        let mut event = b"data: {\"celer_bench\":\"00ab:1:5\",\"b\":\"".to_vec();
+        event.extend_from_slice(&[0, 0, 0xff, 0xff, b'z', 0, 0, 0xff, 0xff]);
+        event.extend_from_slice(b"\"}\n\n");
+        let events = vec![b"data: {}\n\n".to_vec(), event];
+        let want = plain_notes(&events);
+        let mut stream = HEADER.to_vec();
+        for e in &events {
+            stream.extend(segment(e, Compression::none()));
+        }
+        stream.extend(trailer(&events.concat()));
+        for chunk in [1, 5, stream.len()] {
+            let shared = cache();
+            assert_eq!(read(&stream, chunk, &shared), (want.clone(), Ok(())));
+            let counts = shared.borrow().counts;
+            assert_eq!(counts.continuous, 0);
+            assert_eq!(counts.segments, 2);
+            // Two segments and the two false candidates inside the second.
+            assert_eq!(counts.inflated, 4);
+        }
+    }
+
+    #[test]
+    fn an_event_split_over_segments_is_fed_not_replayed() {
+        let events = events();
+        let want = plain_notes(&events);
+        let all = events.concat();
+        // Segments cut mid-line.
+        let cut: Vec<Vec<u8>> = all.chunks(777).map(<[u8]>::to_vec).collect();
+        let stream = independent(&cut, true);
+        let shared = cache();
+        assert_eq!(read(&stream, 3, &shared), (want, Ok(())));
+        assert_eq!(shared.borrow().counts.continuous, 0);
+    }
+
+    #[test]
+    fn a_long_segment_goes_to_a_continuous_inflater() {
+        // Over MAX_SEGMENT_BYTES compressed before its sync flush (read in
+        // pieces well under the excess).
+        let long = "x".repeat(MAX_SEGMENT_BYTES + 100_000);
+        let events = vec![
+            b"data: {}\n\n".to_vec(),
+            format!("data: {{\"celer_bench\":\"00ab:1:5\",\"l\":\"{long}\"}}\n\n").into_bytes(),
+            b"data: {\"celer_bench\":\"00ab:2:5\"}\n\n".to_vec(),
+        ];
+        let want = plain_notes(&events);
+        let mut stream = HEADER.to_vec();
+        for (i, e) in events.iter().enumerate() {
+            let level = if i == 1 {
+                Compression::none()
+            } else {
+                Compression::default()
+            };
+            stream.extend(segment(e, level));
+        }
+        stream.extend(trailer(&events.concat()));
+        let shared = cache();
+        assert_eq!(read(&stream, 16 * 1024, &shared), (want, Ok(())));
+        assert_eq!(shared.borrow().counts.continuous, 1);
+    }
+
+    #[test]
+    fn a_segment_too_large_to_cache_goes_to_a_continuous_inflater() {
+        let long = "z".repeat(MAX_SEGMENT_PLAIN + 10);
+        let events = vec![
+            b"data: {}\n\n".to_vec(),
+            format!("data: {{\"celer_bench\":\"00ab:1:5\",\"l\":\"{long}\"}}\n\n").into_bytes(),
+            b"data: {\"celer_bench\":\"00ab:2:5\"}\n\n".to_vec(),
+        ];
+        let want = plain_notes(&events);
+        let shared = cache();
+        assert_eq!(
+            read(&independent(&events, true), 4096, &shared),
+            (want, Ok(()))
+        );
+        let counts = shared.borrow().counts;
+        assert_eq!(counts.continuous, 1);
+        assert_eq!(counts.plain_bytes, events.concat().len() as u64);
+    }
+
+    #[test]
+    fn the_cache_keeps_its_most_recent_entries() {
+        let events: Vec<Vec<u8>> = (0..=CACHE_ENTRIES as u32)
+            .map(|i| format!("data: {{\"celer_bench\":\"00ab:{i}:5\"}}\n\n").into_bytes())
+            .collect();
+        let shared = cache();
+        let _ = read(&independent(&events, false), 50, &shared);
+        assert_eq!(shared.borrow().entries.len(), CACHE_ENTRIES);
+        assert_eq!(shared.borrow().counts.inflated, events.len() as u64);
+        // The first was evicted, the last is still there.
+        let _ = read(&independent(&events[..1], false), 50, &shared);
+        let _ = read(&independent(&events[CACHE_ENTRIES..], false), 50, &shared);
+        assert_eq!(shared.borrow().counts.inflated, events.len() as u64 + 1);
+    }
+
+    #[test]
+    fn header_fields_are_skipped_and_checked() {
+        let events = events();
+        let want = plain_notes(&events);
+        let body = &independent(&events, true)[10..];
+        let flagged = |flags: u8, hcrc_ok: bool| {
+            let mut h = vec![0x1f, 0x8b, 8, flags, 1, 2, 3, 4, 0, 3];
+            if flags & FEXTRA != 0 {
+                h.extend_from_slice(&[4, 0, b'A', b'p', 0, 0]);
+            }
+            if flags & FNAME != 0 {
+                h.extend_from_slice(b"doc.json\0");
+            }
+            if flags & FCOMMENT != 0 {
+                h.extend_from_slice(b"a comment\0");
+            }
+            if flags & FHCRC != 0 {
+                let mut crc = flate2::Crc::new();
+                crc.update(&h);
+                let sum = (crc.sum() as u16) ^ u16::from(!hcrc_ok);
+                h.extend_from_slice(&sum.to_le_bytes());
+            }
+            h.extend_from_slice(body);
+            h
+        };
+        for flags in [
+            FEXTRA,
+            FNAME,
+            FCOMMENT,
+            FHCRC,
+            FEXTRA | FNAME | FCOMMENT | FHCRC,
+        ] {
+            for chunk in [1, 1000] {
+                assert_eq!(
+                    read(&flagged(flags, true), chunk, &cache()),
+                    (want.clone(), Ok(())),
+                    "flags {flags:#x}"
+                );
+            }
+        }
+        let refused = |stream: &[u8]| read(stream, 1, &cache());
+        assert_eq!(
+            refused(&flagged(FHCRC, false)),
+            (vec![], Err(ErrorKind::Gzip))
+        );
+        assert_eq!(
+            refused(&flagged(1 << 5, true)),
+            (vec![], Err(ErrorKind::Gzip))
+        );
+        let mut method = flagged(0, true);
+        method[2] = 7;
+        assert_eq!(refused(&method), (vec![], Err(ErrorKind::Gzip)));
+        assert_eq!(refused(b"data: {}\n\n"), (vec![], Err(ErrorKind::Gzip)));
+        let mut name = flagged(0, true)[..10].to_vec();
+        name[3] = FNAME;
+        name.extend(std::iter::repeat_n(b'n', MAX_HEADER_TEXT));
+        assert_eq!(refused(&name), (vec![], Err(ErrorKind::Gzip)));
+    }
+
+    #[test]
+    fn a_corrupt_stream_is_an_error() {
+        let events = events();
+        // An invalid block type (3, RFC 1951 §3.2.3) in the second segment.
+        let mut stream = independent(&events[..1], false);
+        stream.extend_from_slice(&[0x07, 1, 2, 3, 0, 0, 0xff, 0xff]);
+        stream.extend(independent(&events[1..], true).split_off(10));
+        for chunk in [1, stream.len()] {
+            assert_eq!(
+                read(&stream, chunk, &cache()),
+                (vec![], Err(ErrorKind::Gzip))
+            );
+        }
+        // A wrong ISIZE.
+        let mut stream = independent(&events, true);
+        let last = stream.len() - 1;
+        stream[last] ^= 1;
+        let (notes, ended) = read(&stream, 100, &cache());
+        assert_eq!(notes, plain_notes(&events));
+        assert_eq!(ended, Err(ErrorKind::Gzip));
+        // Bytes after the member.
+        let mut stream = independent(&events, true);
+        stream.push(0);
+        assert_eq!(read(&stream, 100, &cache()).1, Err(ErrorKind::Gzip));
+        // Cut short: the server closed the stream, not an error.
+        let stream = independent(&events, true);
+        let (notes, ended) = read(&stream[..stream.len() - 5], 100, &cache());
+        assert_eq!(notes, plain_notes(&events));
+        assert_eq!(ended, Ok(()));
+    }
+
+    #[test]
+    fn only_gzip_is_decoded() {
+        let head = |fields: &str| format!("HTTP/1.1 200 OK\r\n{fields}\r\n").into_bytes();
+        assert_eq!(content_coding(&head("")), Ok(Coding::Identity));
+        let identity = head("Content-Encoding: identity\r\n");
+        assert_eq!(content_coding(&identity), Ok(Coding::Identity));
+        for coding in ["gzip", "GZip", "x-gzip", "identity, gzip"] {
+            let h = head(&format!("Content-Encoding: {coding}\r\n"));
+            assert_eq!(content_coding(&h), Ok(Coding::Gzip), "{coding}");
+        }
+        for coding in ["br", "deflate", "gzip, br", "gzip, gzip", "zstd"] {
+            let h = head(&format!("Content-Encoding: {coding}\r\n"));
+            assert_eq!(content_coding(&h), Err(ErrorKind::Encoding), "{coding}");
+        }
+        let twice = head("Content-Encoding: gzip\r\nContent-Encoding: gzip\r\n");
+        assert_eq!(content_coding(&twice), Err(ErrorKind::Encoding));
+    }
 }
