@@ -274,10 +274,12 @@ fn inflate_alone(candidate: &[u8]) -> Alone {
             return Alone::Continuous;
         }
         if !room {
-            if plain.len() >= MAX_SEGMENT_PLAIN {
+            // The capacity never passes MAX_SEGMENT_PLAIN + 1: a segment
+            // that fills it is too large.
+            if plain.len() > MAX_SEGMENT_PLAIN {
                 return Alone::Continuous;
             }
-            plain.reserve(plain.len().min(MAX_SEGMENT_PLAIN - plain.len()).max(64));
+            plain.reserve_exact(plain.len().max(64).min(MAX_SEGMENT_PLAIN + 1 - plain.len()));
         }
     }
     let mut after = Vec::with_capacity(16);
