@@ -185,7 +185,10 @@ struct Entry {
 /// What a fresh inflate made of a candidate.
 enum Outcome {
     /// A segment: its plain bytes and what they do to a reader.
-    Segment { plain: Rc<[u8]>, replay: Replay },
+    Segment {
+        plain: Rc<[u8]>,
+        replay: Box<Replay>,
+    },
     /// The sync-flush pattern inside compressed data: no block boundary.
     NoBoundary,
     /// It cannot be inflated alone (it refers to earlier segments, is
@@ -222,7 +225,7 @@ impl Segments {
                 let replay = Replay::of(&plain, &self.prefix);
                 Outcome::Segment {
                     plain: plain.into(),
-                    replay,
+                    replay: Box::new(replay),
                 }
             }
             Alone::NoBoundary => Outcome::NoBoundary,
@@ -693,7 +696,7 @@ mod tests {
             b": heartbeat\n\n".to_vec(),
             format!("id: 1\ndata: {{\"celer_bench\":\"00ab:1:5\",\"long\":\"{long}\"}}\n\n")
                 .into_bytes(),
-            format!("id: 2\r\ndata: {{\"celer_bench\":\"00ab:2:5\",\"n\":2}}\r\n\r\n").into_bytes(),
+            b"id: 2\r\ndata: {\"celer_bench\":\"00ab:2:5\",\"n\":2}\r\n\r\n".to_vec(),
             format!("id: 3\ndata: {{\"celer_bench\":\"00ab:3:5\",\"long\":\"{long}x\"}}\n\n")
                 .into_bytes(),
         ]
