@@ -822,6 +822,42 @@ mod tests {
     }
 
     #[test]
+    fn the_fallback_restores_the_window_from_many_pieces() {
+        // Long events (more than the window in all), then more tiny ones
+        // than the history keeps apart, each an independent segment; then
+        // one from a compressor that saw them all, referring back into
+        // the last 32 KiB.
+        let mut events: Vec<Vec<u8>> = (0..10)
+            .map(|i| {
+                let body: String = (0..700)
+                    .map(|j| format!("{:x}", (i * 7919 + j) % 4096))
+                    .collect();
+                format!("data: {{\"n\":{i},\"b\":\"{body}\"}}\n\n").into_bytes()
+            })
+            .collect();
+        events.extend((0..HISTORY_PIECES as u32 + 40).map(|i| format!(": {i}\n\n").into_bytes()));
+        let seen = events.concat();
+        let last = &events[9];
+        let mut later = b"data: {\"celer_bench\":\"00ab:1:5\",\"again\":".to_vec();
+        later.extend_from_slice(&last[6..last.len() - 2]);
+        later.extend_from_slice(b"}\n\n");
+        let mut c = Compress::new(Compression::default(), false);
+        let _ = sync(&mut c, &seen);
+        let dependent = sync(&mut c, &later);
+        // It does refer back: alone it does not inflate.
+        assert!(matches!(inflate_alone(&dependent), Alone::Continuous));
+        let mut stream = independent(&events, false);
+        stream.extend(dependent);
+        events.push(later);
+        stream.extend(trailer(&events.concat()));
+        let want = plain_notes(&events);
+        assert_eq!(want.last(), Some(&Some(1)));
+        let shared = cache();
+        assert_eq!(read(&stream, 999, &shared), (want, Ok(())));
+        assert_eq!(shared.borrow().counts.continuous, 1);
+    }
+
+    #[test]
     fn the_sync_pattern_inside_compressed_data_is_no_boundary() {
         // Stored blocks carry the plain bytes as they are.
         let mut event = b"data: {\"celer_bench\":\"00ab:1:5\",\"b\":\"".to_vec();
