@@ -152,7 +152,13 @@ class FeedLoad:
 
 FEED_COLUMNS = WRK_COLUMNS + ["tool", "load_ticks", "cpu_us_per_req_run", "setup_ok", "setup_failed", "sse_ready",
                               "doc_bytes", "sse_p50_us", "sse_p99_us", "sse_max_us", "sse_last_us", "sse_missing",
-                              "sse_lost", "bytes_per_sub", "sse_cpu_us"]
+                              "sse_lost", "bytes_per_sub", "sse_cpu_us", "sse_gzip", "sse_inflated"]
+
+# The SSE loads, in report order; the -gzip ones ask for a gzip-coded stream
+# (decision 148).
+SSE_LOADS = ("sse", "sse-small", "sse-plain", "sse-small-plain",
+             "sse-gzip", "sse-small-gzip", "sse-plain-gzip", "sse-small-plain-gzip")
+GZIP = ("Accept-Encoding: gzip",)
 
 
 class Feed(Scenario):
@@ -183,7 +189,14 @@ class Feed(Scenario):
              Case("sse", variant="https", scheme="https", idle=True, servers=("celer", "base")),
              Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer", "base")),
              Case("sse-plain", variant="http", scheme="http", idle=True, servers=("celer", "base")),
-             Case("sse-small-plain", variant="http", scheme="http", idle=True, servers=("celer", "base"))]
+             Case("sse-small-plain", variant="http", scheme="http", idle=True, servers=("celer", "base")),
+             Case("sse-gzip", variant="https", scheme="https", idle=True, headers=GZIP, servers=("celer", "base")),
+             Case("sse-small-gzip", variant="https", scheme="https", idle=True, headers=GZIP,
+                  servers=("celer", "base")),
+             Case("sse-plain-gzip", variant="http", scheme="http", idle=True, headers=GZIP,
+                  servers=("celer", "base")),
+             Case("sse-small-plain-gzip", variant="http", scheme="http", idle=True, headers=GZIP,
+                  servers=("celer", "base"))]
     columns = FEED_COLUMNS
     head_paths = ()
     loadgen = FeedLoad()
@@ -220,7 +233,9 @@ class Feed(Scenario):
                 "the write (p50, p99, max), the server's RSS per subscriber and CPU per delivery, a fresh "
                 "server each repeat; sse-small, the same with a 1.4 KiB document (/feeds/small): the fan-out's "
                 "own cost without 10,000 copies of 50 KiB to seal and send; sse-plain and sse-small-plain, "
-                "the same two over plain HTTP (the server started without a certificate)")
+                "the same two over plain HTTP (the server started without a certificate); the -gzip variants of "
+                "the four ask for the stream gzip-coded (-H 'Accept-Encoding: gzip'; celer bench inflates each "
+                "distinct segment once, decision 148; a server that sends it uncompressed is flagged)")
 
     def install(self, run):
         if not tool("wrk"):
@@ -342,7 +357,8 @@ class Feed(Scenario):
                 argv = ["timeout", "-k", "5", str(o.ramp + 60 + 12 * o.updates), "taskset", "-c", "1", *rt(run),
                         self.loadgen.exe, "bench", url, "-k", "-t", "1", "--sse", str(case.conns), "--sse-file",
                         os.path.join(run.subst["ROOT"], f"{feed}.json"), "--rounds", str(o.updates), "--ramp",
-                        f"{o.ramp}s", "--pid", str(pid), "--pid-tree", "--json", "-q"]
+                        f"{o.ramp}s", "--pid", str(pid), "--pid-tree", "--json", "-q",
+                        *[a for h in case.headers for a in ("-H", h)]]
                 run.wait_quiet()
                 run.log(f"sse: repeat {rep}, {label}, {case.conns} subscribers, {o.updates} updates")
                 f = f"{run.work}/sse.out"
@@ -359,6 +375,7 @@ class Feed(Scenario):
                     continue
                 lat = j.get("latency_us") or {}
                 server = j.get("server") or {}
+                gz = j.get("gzip") or {}
                 r = {"repeat": rep, "scenario": case.name, "server": label, "connections": case.conns,
                      "tool": "celer-bench", "sse_ready": j["ready"], "doc_bytes": j["document_bytes"],
                      "sse_p50_us": lat.get("p50", ""), "sse_p99_us": lat.get("p99", ""),
@@ -367,8 +384,13 @@ class Feed(Scenario):
                      "errors": sum(j["errors"].values()),
                      "bytes_per_sub": f"{j['bytes_per_subscriber']:.0f}" if j.get("bytes_per_subscriber") is not None else "",
                      "sse_cpu_us": server.get("cpu_us_per_request") or "", "cpu_ticks": sticks, "load_ticks": cticks,
-                     "foreign_pct": foreign, "contended": int(foreign > run.contended_pct)}
+                     "foreign_pct": foreign, "contended": int(foreign > run.contended_pct),
+                     "sse_gzip": gz.get("streams", 0), "sse_inflated": gz.get("inflated", "")}
                 run.flagged += bool(r["errors"] or r["sse_missing"] or r["sse_lost"])
+                if case.headers and not r["sse_gzip"]:
+                    run.log(f"sse: {label}: {case.name} asked for gzip and got an uncompressed stream "
+                            "(a server without gzip-coded event streams)")
+                    run.flagged += 1
                 run.add_row(r)
                 run.log(f"sse: {label} ready {j['ready']}/{case.conns}, p50 {fmt(float(r['sse_p50_us'] or 'nan'))} us, "
                         f"p99 {fmt(float(r['sse_p99_us'] or 'nan'))} us, max {fmt(float(r['sse_max_us'] or 'nan'))} us, "
@@ -417,8 +439,7 @@ class Feed(Scenario):
             out += ("The floor (decision 132): no server answering over HTTPS can spend less than the floor does "
                     "over plain HTTP with the same system calls:\n" + floor_lines)
         p99s = {}
-        for name, server in [(n, s) for n in ("sse", "sse-small", "sse-plain", "sse-small-plain")
-                             for s in ("celer", "base")]:
+        for name, server in [(n, s) for n in SSE_LOADS for s in ("celer", "base")]:
             sse = [r for r in rows if r["scenario"] == name and r["server"] == server]
             if not sse:
                 continue
@@ -440,7 +461,12 @@ class Feed(Scenario):
             out += (f"  median p99 {fmt(p99 / 1e3, 1)} ms (target <= 100 ms: {'met' if p99 <= 100e3 else 'NOT met'}); "
                     f"median RSS per subscriber {fmt(per)} B (target <= 4096 B: "
                     f"{'met' if per <= 4096 else 'NOT met'})\n")
-        for name in ("sse", "sse-small", "sse-plain", "sse-small-plain"):
+        for name in SSE_LOADS[:4]:
+            if (name, "celer") in p99s and (name + "-gzip", "celer") in p99s:
+                c, g = p99s[name, "celer"], p99s[name + "-gzip", "celer"]
+                out += (f"\n{name}-gzip / {name}: median p99 gzip-coded / uncompressed = {g / 1e3:.1f} / "
+                        f"{c / 1e3:.1f} ms = {g / c:.2f}x")
+        for name in SSE_LOADS:
             if (name, "celer") in p99s and (name, "base") in p99s:
                 c, b = p99s[name, "celer"], p99s[name, "base"]
                 out += f"\n{name}: median p99 celer / base = {c / 1e3:.1f} / {b / 1e3:.1f} ms = {c / b:.2f}x"

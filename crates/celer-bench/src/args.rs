@@ -72,7 +72,9 @@ pub struct BenchArgs {
     pub method: String,
 
     /// Request header field, `Name: value` (repeatable); with ws:// it goes
-    /// on the upgrade request (and on the --post request).
+    /// on the upgrade request (and on the --post request); with --sse on the
+    /// subscription request (`-H 'Accept-Encoding: gzip'` asks for a
+    /// gzip-coded event stream).
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
 
@@ -207,6 +209,11 @@ pub struct BenchArgs {
     /// version, then rewrite --sse-file --rounds times and time, per
     /// subscriber and update, the arrival of the new version from the
     /// moment the file changed (p50, p99, max over subscribers × updates).
+    /// With `-H 'Accept-Encoding: gzip'` the server may send the stream
+    /// gzip-coded (Content-Encoding: gzip); it is inflated, each distinct
+    /// deflate segment once per thread for all its subscribers, so that
+    /// the bench's own cost stays small. Another Content-Encoding is an
+    /// error (`content_encoding`), a corrupt gzip stream too (`gzip`).
     #[arg(
         long,
         value_name = "N",

@@ -17,7 +17,9 @@
 //!   the bench rewrites the stream's source file `--rounds` times with its
 //!   clock reading in it and times each subscriber's receipt of each new
 //!   version from that reading (p50, p99, max; the server's RSS per
-//!   subscriber and CPU per delivery with `--pid`).
+//!   subscriber and CPU per delivery with `--pid`). With
+//!   `-H 'Accept-Encoding: gzip'` a gzip-coded stream is read too, each
+//!   distinct deflate segment inflated once per thread (`sse::gzip`).
 //!
 //! `--ramp TIME` opens the connections evenly over TIME; connections that
 //! fail to connect or handshake are counted in every mode, warm-up
@@ -56,7 +58,9 @@
 //! - `procfs`: server CPU time and RSS from /proc for `--pid`.
 //! - `hang`: the hanging-connection mode.
 //! - `sse`: the SSE fan-out latency mode: subscribers, their event-stream
-//!   reader, and the coordinator that rewrites the source file.
+//!   reader, and the coordinator that rewrites the source file; `sse::gzip`
+//!   reads gzip-coded streams through a per-thread cache of inflated
+//!   segments.
 //! - `ws`: the WebSocket modes and their own client codec (`frame`,
 //!   `handshake`, `deflate`, `socket`).
 //! - `report`: one data model rendered as a terminal table, Markdown, JSON

@@ -17,6 +17,7 @@
 //! arrivals. Before the first update every subscriber must have received
 //! the current version (its first event).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -37,6 +38,10 @@ use crate::report::{Latency, RoundReport, ServerCpu, SseReport};
 use crate::stats::{ErrorKind, nanos};
 use crate::target::{Origin, Target};
 use crate::{BenchArgs, Error};
+
+mod gzip;
+
+pub(crate) use gzip::GzipCounts;
 
 /// Subscribers connecting at once per thread; more would overflow listen backlogs.
 const OPENING_AT_ONCE: usize = 128;
@@ -258,6 +263,9 @@ pub(crate) fn run(
                     .enable_all()
                     .build()?;
                 let local = tokio::task::LocalSet::new();
+                // The subscribers of a thread share its segment cache.
+                let segments = Rc::new(RefCell::new(gzip::Segments::new(prefix.clone())));
+                let shared = segments.clone();
                 local.block_on(&runtime, async move {
                     let gate = Rc::new(Semaphore::new(OPENING_AT_ONCE));
                     for global in range {
@@ -268,6 +276,7 @@ pub(crate) fn run(
                             prefix.clone(),
                             notes.clone(),
                             gate.clone(),
+                            shared.clone(),
                             start + offset,
                         ));
                     }
@@ -275,7 +284,8 @@ pub(crate) fn run(
                 });
                 // Dropping the set ends the subscribers and closes their sockets.
                 drop(local);
-                Ok::<_, std::io::Error>(())
+                let counts = segments.borrow().counts;
+                Ok::<_, std::io::Error>(counts)
             })
             .map_err(|e| Error::io("cannot start a subscriber thread", e))?;
         handles.push(handle);
@@ -283,14 +293,19 @@ pub(crate) fn run(
     drop(notes);
     let result = coordinate(plan, sse, &inbox, nonce, start, processes, rss_before);
     let _ = stop.send(true);
+    let mut counts = GzipCounts::default();
     for handle in handles {
-        handle
-            .join()
-            .map_err(|_| Error::io("a subscriber thread failed", "panic"))?
-            .map_err(|e| Error::io("cannot start a subscriber thread runtime", e))?;
+        counts.add(
+            &handle
+                .join()
+                .map_err(|_| Error::io("a subscriber thread failed", "panic"))?
+                .map_err(|e| Error::io("cannot start a subscriber thread runtime", e))?,
+        );
     }
     sse.restore();
-    result
+    let mut report = result?;
+    report.gzip = (counts.streams > 0).then_some(counts);
+    Ok(report)
 }
 
 /// Counts of what went wrong, by kind name.
@@ -410,6 +425,7 @@ async fn subscribe(
     prefix: Arc<[u8]>,
     notes: mpsc::Sender<Note>,
     gate: Rc<Semaphore>,
+    segments: Rc<RefCell<gzip::Segments>>,
     at: Instant,
 ) {
     tokio::time::sleep_until(at.into()).await;
@@ -425,9 +441,9 @@ async fn subscribe(
     };
     let mut reader = Reader::new(prefix, notes);
     let ended = match &plan.tls {
-        None => reader.run(stream, &plan, &sse, permit).await,
+        None => reader.run(stream, &plan, &sse, &segments, permit).await,
         Some(_) => match tls_handshake(&plan, stream).await {
-            Ok(stream) => reader.run(stream, &plan, &sse, permit).await,
+            Ok(stream) => reader.run(stream, &plan, &sse, &segments, permit).await,
             Err(kind) => Err(kind),
         },
     };
@@ -441,13 +457,21 @@ async fn subscribe(
     }
 }
 
-/// A subscriber's stream reader: the response, its body framing and the
-/// event-stream lines.
+/// A subscriber's stream reader: the response, its body framing and
+/// coding, and the event-stream lines.
 struct Reader {
     prefix: Arc<[u8]>,
     notes: mpsc::Sender<Note>,
     /// The first event arrived.
     ready: bool,
+    /// Where the reader is in the event stream.
+    lines: Lines,
+}
+
+/// The event-stream line state of a reader: everything that carries over
+/// from one body byte to the next.
+#[derive(Debug, Clone)]
+struct Lines {
     /// The first bytes of the current line.
     line: [u8; LINE_PREFIX],
     /// Bytes of the current line seen (kept: at most `LINE_PREFIX`).
@@ -458,12 +482,12 @@ struct Reader {
     after_cr: bool,
 }
 
-impl Reader {
-    fn new(prefix: Arc<[u8]>, notes: mpsc::Sender<Note>) -> Reader {
-        Reader {
-            prefix,
-            notes,
-            ready: false,
+/// What a blank line does: ends an event, which carries this update or none.
+type Dispatch = Option<(u32, u128)>;
+
+impl Lines {
+    fn new() -> Lines {
+        Lines {
             line: [0; LINE_PREFIX],
             line_len: 0,
             pending: None,
@@ -471,12 +495,104 @@ impl Reader {
         }
     }
 
-    /// Subscribes on `stream` and reads events until it ends.
+    /// At an event boundary: no line begun, no event pending, no CR to
+    /// pair with a LF. Feeding bytes from here does not depend on
+    /// anything before (what a cached segment's `Replay` needs).
+    fn at_boundary(&self) -> bool {
+        self.line_len == 0 && self.pending.is_none() && !self.after_cr
+    }
+
+    /// Takes body bytes: splits them into lines and calls `dispatch` at
+    /// blank lines. Line ends are found with `memchr` and only a line's
+    /// first `LINE_PREFIX` bytes are copied: one core reads 10,000
+    /// subscribers' copies of a 50 KiB document per update, and a loop
+    /// over every byte made the load generator, not the server, the
+    /// bound of the figure.
+    fn feed(&mut self, mut bytes: &[u8], prefix: &[u8], dispatch: &mut impl FnMut(Dispatch)) {
+        while let Some(&first) = bytes.first() {
+            if self.after_cr && first == b'\n' {
+                // The LF of a CR LF: the line already ended.
+                self.after_cr = false;
+                bytes = &bytes[1..];
+                continue;
+            }
+            let Some(at) = memchr::memchr2(b'\n', b'\r', bytes) else {
+                self.keep(bytes);
+                return;
+            };
+            self.keep(&bytes[..at]);
+            self.after_cr = bytes[at] == b'\r';
+            self.end_line(prefix, dispatch);
+            bytes = &bytes[at + 1..];
+        }
+    }
+
+    /// Adds bytes of the current line (no line end among them).
+    fn keep(&mut self, part: &[u8]) {
+        if part.is_empty() {
+            return;
+        }
+        self.after_cr = false;
+        let start = self.line_len.min(LINE_PREFIX);
+        let n = part.len().min(LINE_PREFIX - start);
+        self.line[start..start + n].copy_from_slice(&part[..n]);
+        self.line_len += part.len();
+    }
+
+    fn end_line(&mut self, prefix: &[u8], dispatch: &mut impl FnMut(Dispatch)) {
+        let line = &self.line[..self.line_len.min(LINE_PREFIX)];
+        if self.line_len == 0 {
+            // A blank line ends an event.
+            dispatch(self.pending.take());
+        } else if line.starts_with(b"data:") {
+            if let Some(found) = marker(line, prefix) {
+                self.pending = Some(found);
+            }
+        }
+        self.line_len = 0;
+    }
+}
+
+/// What feeding one segment's plain bytes to a reader at an event
+/// boundary does: the events it ends, in order, and the line state it
+/// leaves. Computed once per distinct segment and replayed on every
+/// subscriber that receives it at an event boundary.
+#[derive(Debug, Clone)]
+struct Replay {
+    dispatches: Vec<Dispatch>,
+    end: Lines,
+}
+
+impl Replay {
+    fn of(plain: &[u8], prefix: &[u8]) -> Replay {
+        let mut lines = Lines::new();
+        let mut dispatches = Vec::new();
+        lines.feed(plain, prefix, &mut |d| dispatches.push(d));
+        Replay {
+            dispatches,
+            end: lines,
+        }
+    }
+}
+
+impl Reader {
+    fn new(prefix: Arc<[u8]>, notes: mpsc::Sender<Note>) -> Reader {
+        Reader {
+            prefix,
+            notes,
+            ready: false,
+            lines: Lines::new(),
+        }
+    }
+
+    /// Subscribes on `stream` and reads events until it ends; a gzip-coded
+    /// stream is inflated with the help of `segments`, the thread's cache.
     async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         &mut self,
         mut stream: S,
         plan: &Plan,
         sse: &SsePlan,
+        segments: &Rc<RefCell<gzip::Segments>>,
         permit: tokio::sync::SemaphorePermit<'_>,
     ) -> Result<(), ErrorKind> {
         let write_error = |e: std::io::Error| ErrorKind::from_io(&e, ErrorKind::Write);
@@ -508,6 +624,10 @@ impl Reader {
         if head.status != 200 {
             return Err(ErrorKind::Status);
         }
+        let mut gzip = match gzip::content_coding(&buf[..head.len])? {
+            gzip::Coding::Identity => None,
+            gzip::Coding::Gzip => Some(gzip::GzipBody::new(segments.clone())),
+        };
         if matches!(head.framing, Framing::Empty | Framing::Length(0)) {
             return Err(ErrorKind::Closed);
         }
@@ -518,7 +638,10 @@ impl Reader {
                 let data = body.data_ahead();
                 if data > 0 {
                     let n = usize::try_from(data).map_or(end - start, |d| d.min(end - start));
-                    self.feed(&buf[start..start + n]);
+                    match &mut gzip {
+                        None => self.feed(&buf[start..start + n]),
+                        Some(gzip) => gzip.push(&buf[start..start + n], self)?,
+                    }
                     let _ = body.decode(&buf[start..start + n]);
                     start += n;
                 } else {
@@ -527,76 +650,62 @@ impl Reader {
                         .map_err(|_| ErrorKind::Malformed)?;
                     start += step.consumed;
                     if step.done {
-                        return Err(ErrorKind::Closed);
+                        return Err(self.ended(gzip.as_mut()));
                     }
                 }
             }
             start = 0;
-            end = read(&mut stream, &mut buf).await?;
-        }
-    }
-
-    /// Takes body bytes: splits them into lines and dispatches events at
-    /// blank lines. Line ends are found with `memchr` and only a line's
-    /// first `LINE_PREFIX` bytes are copied: one core reads 10,000
-    /// subscribers' copies of a 50 KiB document per update, and a loop
-    /// over every byte made the load generator, not the server, the
-    /// bound of the figure.
-    fn feed(&mut self, mut bytes: &[u8]) {
-        while let Some(&first) = bytes.first() {
-            if self.after_cr && first == b'\n' {
-                // The LF of a CR LF: the line already ended.
-                self.after_cr = false;
-                bytes = &bytes[1..];
-                continue;
-            }
-            let Some(at) = memchr::memchr2(b'\n', b'\r', bytes) else {
-                self.keep(bytes);
-                return;
+            end = match read(&mut stream, &mut buf).await {
+                Ok(n) => n,
+                Err(ErrorKind::Closed) => return Err(self.ended(gzip.as_mut())),
+                Err(kind) => return Err(kind),
             };
-            self.keep(&bytes[..at]);
-            self.after_cr = bytes[at] == b'\r';
-            self.end_line();
-            bytes = &bytes[at + 1..];
         }
     }
 
-    /// Adds bytes of the current line (no line end among them).
-    fn keep(&mut self, part: &[u8]) {
-        if part.is_empty() {
-            return;
+    /// The body ended: `Closed`, unless the gzip stream it carried ends
+    /// wrongly.
+    fn ended(&mut self, gzip: Option<&mut gzip::GzipBody>) -> ErrorKind {
+        match gzip.map(|gzip| gzip.finish(self)) {
+            Some(Err(kind)) => kind,
+            _ => ErrorKind::Closed,
         }
-        self.after_cr = false;
-        let start = self.line_len.min(LINE_PREFIX);
-        let n = part.len().min(LINE_PREFIX - start);
-        self.line[start..start + n].copy_from_slice(&part[..n]);
-        self.line_len += part.len();
     }
 
-    fn end_line(&mut self) {
-        let line = &self.line[..self.line_len.min(LINE_PREFIX)];
-        if self.line_len == 0 {
-            self.dispatch();
-        } else if line.starts_with(b"data:") {
-            if let Some(found) = marker(line, &self.prefix) {
-                self.pending = Some(found);
-            }
-        }
-        self.line_len = 0;
+    /// Takes plain body bytes, in order.
+    fn feed(&mut self, bytes: &[u8]) {
+        let Reader {
+            prefix,
+            notes,
+            ready,
+            lines,
+        } = self;
+        lines.feed(bytes, prefix, &mut |d| dispatch(notes, ready, d));
     }
 
-    /// A blank line ends an event.
-    fn dispatch(&mut self) {
-        if !self.ready {
-            self.ready = true;
-            let _ = self.notes.send(Note::Ready);
+    /// Does what feeding the plain bytes of `replay` would do; only valid
+    /// at an event boundary (`Lines::at_boundary`).
+    fn replay(&mut self, replay: &Replay) {
+        debug_assert!(self.lines.at_boundary());
+        for &d in &replay.dispatches {
+            dispatch(&self.notes, &mut self.ready, d);
         }
-        if let Some((seq, ns)) = self.pending.take() {
-            let now = realtime_ns();
-            let latency =
-                Duration::from_nanos(u64::try_from(now.saturating_sub(ns)).unwrap_or(u64::MAX));
-            let _ = self.notes.send(Note::Arrived { seq, latency });
-        }
+        self.lines.clone_from(&replay.end);
+    }
+}
+
+/// An event ended: the first makes the subscriber ready; one that carries
+/// this run's marker is an arrival, timed now.
+fn dispatch(notes: &mpsc::Sender<Note>, ready: &mut bool, event: Dispatch) {
+    if !*ready {
+        *ready = true;
+        let _ = notes.send(Note::Ready);
+    }
+    if let Some((seq, ns)) = event {
+        let now = realtime_ns();
+        let latency =
+            Duration::from_nanos(u64::try_from(now.saturating_sub(ns)).unwrap_or(u64::MAX));
+        let _ = notes.send(Note::Arrived { seq, latency });
     }
 }
 

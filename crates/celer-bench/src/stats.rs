@@ -41,11 +41,16 @@ pub(crate) enum ErrorKind {
     Mismatch,
     /// A fan-out POST answered with a status other than 2xx.
     Status,
+    /// A Content-Encoding the bench does not decode (it decodes gzip,
+    /// RFC 9110 §8.4.1.3, in the SSE mode).
+    Encoding,
+    /// A gzip-coded body that breaks RFC 1952 or RFC 1951.
+    Gzip,
 }
 
 impl ErrorKind {
     /// Number of kinds, for counter arrays.
-    pub(crate) const COUNT: usize = 14;
+    pub(crate) const COUNT: usize = 16;
 
     /// Every kind, in report order.
     pub(crate) const ALL: [ErrorKind; ErrorKind::COUNT] = [
@@ -63,6 +68,8 @@ impl ErrorKind {
         ErrorKind::TooBig,
         ErrorKind::Mismatch,
         ErrorKind::Status,
+        ErrorKind::Encoding,
+        ErrorKind::Gzip,
     ];
 
     /// Stable name used in every report.
@@ -82,6 +89,8 @@ impl ErrorKind {
             ErrorKind::TooBig => "too_big",
             ErrorKind::Mismatch => "mismatch",
             ErrorKind::Status => "status",
+            ErrorKind::Encoding => "content_encoding",
+            ErrorKind::Gzip => "gzip",
         }
     }
 

@@ -418,6 +418,9 @@ pub(crate) struct SseReport {
     /// Server CPU over the updates, with `--pid`; "per request" is per delivery.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) server: Option<ServerCpu>,
+    /// What the subscribers did with gzip-coded streams, when any was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) gzip: Option<crate::sse::GzipCounts>,
 }
 
 impl SseReport {
@@ -464,6 +467,7 @@ impl SseReport {
                 _ => None,
             },
             server,
+            gzip: None,
         }
     }
 }

@@ -360,6 +360,20 @@ fn sse_lines(sse: &SseReport) -> Vec<(&'static str, String)> {
     if let Some(server) = &sse.server {
         server_delivery_lines(&mut lines, server);
     }
+    if let Some(gzip) = &sse.gzip {
+        lines.push((
+            "gzip streams",
+            format!(
+                "{}: {} read as {} ({} segments, {} inflated, {} subscribers on their own inflater)",
+                count(gzip.streams),
+                bytes(gzip.compressed_bytes as f64),
+                bytes(gzip.plain_bytes as f64),
+                count(gzip.segments),
+                count(gzip.inflated),
+                count(gzip.continuous)
+            ),
+        ));
+    }
     lines
 }
 

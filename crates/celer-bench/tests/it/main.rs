@@ -5,5 +5,6 @@ mod errors;
 mod load;
 mod modes;
 mod sse;
+mod sse_gzip;
 mod support;
 mod ws;
