@@ -91,10 +91,11 @@ def rt(run):
 
 
 def celer_args(run, v, port):
-    """`celer serve` with both feeds; TLS unless the variant is -plain."""
+    """`celer serve` with both feeds; TLS for the https variant only (the
+    sse plain loads are variant http, the polling ones http-plain)."""
     return ["serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json",
             "--feed", f"small=file:{run.subst['ROOT']}/small.json", *listen(port), "--workers", "1",
-            *([] if v.endswith("-plain") else ["--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"]),
+            *(["--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"] if v == "https" else []),
             "--max-connections", str(run.opts.conns + 2000)]
 
 
