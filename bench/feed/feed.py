@@ -91,11 +91,12 @@ def rt(run):
 
 
 def celer_args(run, v, port):
-    """`celer serve` with both feeds; TLS for the https variant only (the
-    sse plain loads are variant http, the polling ones http-plain)."""
+    """`celer serve` with both feeds; TLS unless the variant is a -plain
+    one (the polling loads' http-plain; the sse loads pass their name:
+    sse-plain, sse-plain-gzip, ...)."""
     return ["serve", "--feed", f"doc=file:{run.subst['ROOT']}/doc.json",
             "--feed", f"small=file:{run.subst['ROOT']}/small.json", *listen(port), "--workers", "1",
-            *(["--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"] if v == "https" else []),
+            *([] if "-plain" in v else ["--tls-cert", run.cert, "--tls-key", run.key, "--no-tls-resumption"]),
             "--max-connections", str(run.opts.conns + 2000)]
 
 
