@@ -658,6 +658,18 @@ impl Inflating {
         }
         String::from_utf8(out).unwrap()
     }
+
+    /// Every coded byte decoded as one gzip member; the decoder checks the
+    /// trailer's CRC-32 and length.
+    fn whole(&self) -> String {
+        let mut whole = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(&self.coded[..]),
+            &mut whole,
+        )
+        .expect("a valid gzip member");
+        whole
+    }
 }
 
 #[tokio::test]
@@ -742,13 +754,7 @@ async fn a_gzip_hub_codes_each_event_once_and_a_client_reads_it_on_arrival() {
         while let Some(chunk) = stream.chunk().await {
             reader.coded.extend_from_slice(&chunk);
         }
-        let mut whole = String::new();
-        std::io::Read::read_to_string(
-            &mut flate2::read::GzDecoder::new(&reader.coded[..]),
-            &mut whole,
-        )
-        .expect("a valid gzip member");
-        assert_eq!(whole, want);
+        assert_eq!(reader.whole(), want);
     }
     assert!(plain.data_event().await.is_none());
     drop((plain, refused));
@@ -787,12 +793,7 @@ async fn a_gzip_stream_ended_by_shutdown_has_its_trailer_and_heartbeats_are_code
     while let Some(chunk) = stream.chunk().await {
         reader.coded.extend_from_slice(&chunk);
     }
-    let mut whole = String::new();
-    std::io::Read::read_to_string(
-        &mut flate2::read::GzDecoder::new(&reader.coded[..]),
-        &mut whole,
-    )
-    .expect("a valid gzip member");
+    let whole = reader.whole();
     // Everything read on arrival, then at most heartbeats before the end.
     let rest = whole.strip_prefix(text.as_str()).expect("the same text");
     assert!(
