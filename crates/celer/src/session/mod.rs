@@ -386,13 +386,17 @@ impl Session {
         state.incoming.resolve(&self.inner.config.finder).cloned()
     }
 
-    /// Reads the request's `Cookie` field into the session, once: the
-    /// jar's limits are checked (a `431` past them) and the field kept;
-    /// the session's pair is found when the session is first read.
-    pub(crate) fn attach(&self, headers: &http::HeaderMap) -> Result<(), CookieRejection> {
+    /// Reads the request's cookies into the session, once: `read` gives
+    /// the request's cookie text under the jar's limits (an error, a
+    /// `431`, past them), kept unsearched; the session's pair is found
+    /// when the session is first read.
+    pub(crate) fn attach(
+        &self,
+        read: impl FnOnce() -> Result<CookieText, CookieRejection>,
+    ) -> Result<(), CookieRejection> {
         let mut state = self.lock();
         if !state.attached {
-            state.incoming = crate::cookie::pending(headers, &self.inner.config.cookie_name)?;
+            state.incoming = Pending::Unread(read()?);
             state.attached = true;
         }
         Ok(())
@@ -606,7 +610,7 @@ impl FromRequest for Session {
                 "no Session on this request: install Sessions::layer() with App::middleware",
             )
         })?;
-        session.attach(req.headers())?;
+        session.attach(|| crate::cookie::request_text(req))?;
         Ok(session)
     }
 }
