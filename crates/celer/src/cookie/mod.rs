@@ -123,11 +123,20 @@ pub struct CookieJar {
     /// allocation per pair. One ASCII field, the usual case, is the
     /// request's own field (shared, not copied).
     text: CookieText,
-    /// Cookies set since, newest first: `None` for a removal. They hide
-    /// the request's pairs of the same name.
+    /// What was set in this request; `None` until the first
+    /// [`set`](CookieJar::set): a jar that only reads allocates nothing
+    /// and is moved and dropped as its text and one word.
+    changes: Option<Box<Changes>>,
+}
+
+/// A jar's cookies set in this request.
+#[derive(Debug, Default, Clone)]
+struct Changes {
+    /// Cookies set, newest first: `None` for a removal. They hide the
+    /// request's pairs of the same name.
     set: Vec<(Box<str>, Option<Box<str>>)>,
     /// `Set-Cookie` values to send.
-    changes: Vec<http::HeaderValue>,
+    headers: Vec<http::HeaderValue>,
 }
 
 impl CookieJar {
@@ -157,19 +166,24 @@ impl CookieJar {
     fn from_text(text: CookieText) -> CookieJar {
         CookieJar {
             text,
-            set: Vec::new(),
-            changes: Vec::new(),
+            changes: None,
         }
+    }
+
+    /// The cookies set in this request, newest first.
+    fn set_pairs(&self) -> &[(Box<str>, Option<Box<str>>)] {
+        self.changes.as_deref().map_or(&[], |changes| &changes.set)
     }
 
     /// The request's pairs whose names were not set since.
     fn request_pairs(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        parse_pairs(self.text.as_str()).filter(|(n, _)| !self.set.iter().any(|(s, _)| &**s == *n))
+        parse_pairs(self.text.as_str())
+            .filter(|(n, _)| !self.set_pairs().iter().any(|(s, _)| &**s == *n))
     }
 
     /// The value of the first cookie called `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        if let Some((_, value)) = self.set.iter().find(|(n, _)| &**n == name) {
+        if let Some((_, value)) = self.set_pairs().iter().find(|(n, _)| &**n == name) {
             return value.as_deref();
         }
         let text = self.text.as_str();
@@ -178,7 +192,7 @@ impl CookieJar {
 
     /// The values of every cookie called `name`, in request order.
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        let set = self.set.iter().find(|(n, _)| &**n == name);
+        let set = self.set_pairs().iter().find(|(n, _)| &**n == name);
         let from_request = set.is_none().then(|| {
             parse_pairs(self.text.as_str())
                 .filter(move |(n, _)| *n == name)
@@ -192,7 +206,7 @@ impl CookieJar {
     /// Every pair: those set in this request (newest first), then the
     /// request's, in request order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        self.set
+        self.set_pairs()
             .iter()
             .filter_map(|(n, v)| Some((&**n, v.as_deref()?)))
             .chain(self.request_pairs())
@@ -235,11 +249,13 @@ impl CookieJar {
     /// [`get`](CookieJar::get) reads (a removal cookie removes the name).
     pub fn set(&mut self, cookie: Cookie) -> Result<(), CookieError> {
         let encoded = cookie.encode()?;
-        self.changes.push(encoded);
+        let changes = self.changes.get_or_insert_with(Box::default);
+        changes.headers.push(encoded);
         let removal = cookie.is_removal();
         let (name, value) = cookie.into_name_value();
-        self.set.retain(|(n, _)| **n != *name);
-        self.set
+        changes.set.retain(|(n, _)| **n != *name);
+        changes
+            .set
             .insert(0, (name.into(), (!removal).then(|| value.into())));
         Ok(())
     }
@@ -277,13 +293,15 @@ impl CookieJar {
 
     /// The `Set-Cookie` values to send, in the order they were set.
     pub fn changes(&self) -> &[http::HeaderValue] {
-        &self.changes
+        self.changes
+            .as_deref()
+            .map_or(&[], |changes| &changes.headers)
     }
 
     /// Appends the `Set-Cookie` fields to `headers` (for middleware that
     /// holds a response already).
     pub fn write_to(self, headers: &mut HeaderMap) {
-        for value in self.changes {
+        for value in self.changes.into_iter().flat_map(|changes| changes.headers) {
             headers.append(header::SET_COOKIE, value);
         }
     }
