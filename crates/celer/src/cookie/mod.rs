@@ -404,9 +404,10 @@ pub(crate) fn request_text_ref(req: &Request) -> Result<CookieText, CookieReject
     }
 }
 
-/// The value of the first pair `name` finds in `text`, shared with
-/// `text` when that is shared, else copied.
-fn find_in_text(text: CookieText, name: &NameFinder) -> Option<CookieText> {
+/// The value of the first pair `name` finds in `text` (what the jar's
+/// [`get`](CookieJar::get) answers), shared with `text` when that is
+/// shared, else copied.
+pub(crate) fn find_value(text: CookieText, name: &NameFinder) -> Option<CookieText> {
     match text {
         CookieText::Shared(shared) => {
             let (start, end) = name.find(shared.as_str().as_bytes())?;
@@ -415,41 +416,6 @@ fn find_in_text(text: CookieText, name: &NameFinder) -> Option<CookieText> {
         CookieText::Owned(text) => {
             let (start, end) = name.find(text.as_bytes())?;
             Some(CookieText::Owned(text[start..end].into()))
-        }
-    }
-}
-
-/// A request's cookie, looked up where first needed: the request's
-/// cookie text ([`request_text`]) is kept, the pair found by
-/// [`Pending::resolve`], so a request that never needs it does not scan
-/// the text.
-#[derive(Clone)]
-pub(crate) enum Pending {
-    /// The request's cookie text, not yet searched.
-    Unread(CookieText),
-    /// The value found (`None`: no such pair, or no cookie read).
-    Found(Option<CookieText>),
-}
-
-impl Default for Pending {
-    fn default() -> Self {
-        Pending::Found(None)
-    }
-}
-
-impl Pending {
-    /// The value of the cookie `name` finds, found on the first call and
-    /// kept.
-    pub(crate) fn resolve(&mut self, name: &NameFinder) -> Option<&CookieText> {
-        if let Pending::Unread(_) = self {
-            *self = match std::mem::take(self) {
-                Pending::Unread(text) => Pending::Found(find_in_text(text, name)),
-                found => found,
-            };
-        }
-        match self {
-            Pending::Found(found) => found.as_ref(),
-            Pending::Unread(_) => None,
         }
     }
 }
