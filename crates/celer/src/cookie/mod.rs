@@ -494,15 +494,8 @@ mod tests {
     /// The session's value of cookie `name` in `headers`: the request's
     /// text read as the jar reads it, then searched with [`NameFinder`].
     fn find(headers: &HeaderMap, name: &str) -> Result<Option<String>, CookieRejection> {
-        let mut pending = Pending::Unread(text_of(headers)?);
-        let finder = NameFinder::new(name);
-        let first = pending.resolve(&finder).map(|t| t.as_str().to_owned());
-        // Found once and kept: a second resolve answers the same.
-        assert_eq!(
-            pending.resolve(&finder).map(CookieText::as_str),
-            first.as_deref()
-        );
-        Ok(first)
+        let found = find_value(text_of(headers)?, &NameFinder::new(name));
+        Ok(found.map(|value| value.as_str().to_owned()))
     }
 
     /// The session's lookup answers what the jar's `get` answers, on tidy
