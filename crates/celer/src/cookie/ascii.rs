@@ -42,16 +42,6 @@ impl Shared {
             .then(|| Shared::checked(field.clone()))
     }
 
-    /// The whole of `field`, when it is all ASCII; else `field` back.
-    #[inline]
-    pub(crate) fn from_value(field: HeaderValue) -> Result<Shared, HeaderValue> {
-        if field.as_bytes().is_ascii() {
-            Ok(Shared::checked(field))
-        } else {
-            Err(field)
-        }
-    }
-
     /// `field`, which the caller checked to be ASCII.
     #[inline]
     fn checked(field: HeaderValue) -> Shared {
@@ -77,8 +67,8 @@ impl Shared {
     #[inline]
     pub(crate) fn as_str(&self) -> &str {
         let bytes = &self.field.as_bytes()[self.start..self.end];
-        // SAFETY: `checked`, the only constructor, is called by `new` and
-        // `from_value` on fields they checked to be all ASCII, and `slice`
+        // SAFETY: `checked`, the only constructor, is called by `new` on
+        // fields it checked to be all ASCII, and `slice`
         // only narrows the range; a
         // `HeaderValue`'s bytes never change. Any range of ASCII bytes is
         // valid UTF-8.
@@ -135,7 +125,5 @@ mod tests {
         assert!(Shared::new(&utf8).is_none());
         let latin1 = HeaderValue::from_bytes(b"a=\xe9").unwrap();
         assert!(Shared::new(&latin1).is_none());
-        assert!(Shared::from_value(latin1).is_err());
-        assert_eq!(Shared::from_value(ascii).unwrap().as_str(), "a=1; b=2");
     }
 }

@@ -123,11 +123,20 @@ pub struct CookieJar {
     /// allocation per pair. One ASCII field, the usual case, is the
     /// request's own field (shared, not copied).
     text: CookieText,
-    /// Cookies set since, newest first: `None` for a removal. They hide
-    /// the request's pairs of the same name.
+    /// What was set in this request; `None` until the first
+    /// [`set`](CookieJar::set): a jar that only reads allocates nothing
+    /// and is moved and dropped as its text and one word.
+    changes: Option<Box<Changes>>,
+}
+
+/// A jar's cookies set in this request.
+#[derive(Debug, Default, Clone)]
+struct Changes {
+    /// Cookies set, newest first: `None` for a removal. They hide the
+    /// request's pairs of the same name.
     set: Vec<(Box<str>, Option<Box<str>>)>,
     /// `Set-Cookie` values to send.
-    changes: Vec<http::HeaderValue>,
+    headers: Vec<http::HeaderValue>,
 }
 
 impl CookieJar {
@@ -150,46 +159,31 @@ impl CookieJar {
     /// assert_eq!(jar.len(), 3);
     /// ```
     pub fn from_headers(headers: &HeaderMap) -> Result<CookieJar, CookieRejection> {
-        let all = headers.get_all(header::COOKIE);
-        let mut fields = all.iter();
-        let text = match (fields.next(), fields.next()) {
-            (None, _) => CookieText::default(),
-            // One field, the usual case: checked once, shared when ASCII.
-            (Some(field), None) => {
-                check_fields(|| std::iter::once(field))?;
-                match Shared::new(field) {
-                    Some(shared) => CookieText::Shared(shared),
-                    None => std::str::from_utf8(field.as_bytes())
-                        .map_or_else(|_| CookieText::default(), |t| CookieText::Owned(t.into())),
-                }
-            }
-            (Some(_), Some(_)) => {
-                check_fields(|| all.iter())?;
-                let mut text = String::new();
-                for field in &all {
-                    if let Ok(field) = std::str::from_utf8(field.as_bytes()) {
-                        text.push_str(field);
-                        text.push(';');
-                    }
-                }
-                CookieText::Owned(text.into_boxed_str())
-            }
-        };
-        Ok(CookieJar {
+        Ok(CookieJar::from_text(text_of(headers)?))
+    }
+
+    /// A jar of the request's cookie text (see [`text_of`]).
+    fn from_text(text: CookieText) -> CookieJar {
+        CookieJar {
             text,
-            set: Vec::new(),
-            changes: Vec::new(),
-        })
+            changes: None,
+        }
+    }
+
+    /// The cookies set in this request, newest first.
+    fn set_pairs(&self) -> &[(Box<str>, Option<Box<str>>)] {
+        self.changes.as_deref().map_or(&[], |changes| &changes.set)
     }
 
     /// The request's pairs whose names were not set since.
     fn request_pairs(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        parse_pairs(self.text.as_str()).filter(|(n, _)| !self.set.iter().any(|(s, _)| &**s == *n))
+        parse_pairs(self.text.as_str())
+            .filter(|(n, _)| !self.set_pairs().iter().any(|(s, _)| &**s == *n))
     }
 
     /// The value of the first cookie called `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        if let Some((_, value)) = self.set.iter().find(|(n, _)| &**n == name) {
+        if let Some((_, value)) = self.set_pairs().iter().find(|(n, _)| &**n == name) {
             return value.as_deref();
         }
         let text = self.text.as_str();
@@ -198,7 +192,7 @@ impl CookieJar {
 
     /// The values of every cookie called `name`, in request order.
     pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        let set = self.set.iter().find(|(n, _)| &**n == name);
+        let set = self.set_pairs().iter().find(|(n, _)| &**n == name);
         let from_request = set.is_none().then(|| {
             parse_pairs(self.text.as_str())
                 .filter(move |(n, _)| *n == name)
@@ -212,7 +206,7 @@ impl CookieJar {
     /// Every pair: those set in this request (newest first), then the
     /// request's, in request order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        self.set
+        self.set_pairs()
             .iter()
             .filter_map(|(n, v)| Some((&**n, v.as_deref()?)))
             .chain(self.request_pairs())
@@ -255,11 +249,13 @@ impl CookieJar {
     /// [`get`](CookieJar::get) reads (a removal cookie removes the name).
     pub fn set(&mut self, cookie: Cookie) -> Result<(), CookieError> {
         let encoded = cookie.encode()?;
-        self.changes.push(encoded);
+        let changes = self.changes.get_or_insert_with(Box::default);
+        changes.headers.push(encoded);
         let removal = cookie.is_removal();
         let (name, value) = cookie.into_name_value();
-        self.set.retain(|(n, _)| **n != *name);
-        self.set
+        changes.set.retain(|(n, _)| **n != *name);
+        changes
+            .set
             .insert(0, (name.into(), (!removal).then(|| value.into())));
         Ok(())
     }
@@ -297,13 +293,15 @@ impl CookieJar {
 
     /// The `Set-Cookie` values to send, in the order they were set.
     pub fn changes(&self) -> &[http::HeaderValue] {
-        &self.changes
+        self.changes
+            .as_deref()
+            .map_or(&[], |changes| &changes.headers)
     }
 
     /// Appends the `Set-Cookie` fields to `headers` (for middleware that
     /// holds a response already).
     pub fn write_to(self, headers: &mut HeaderMap) {
-        for value in self.changes {
+        for value in self.changes.into_iter().flat_map(|changes| changes.headers) {
             headers.append(header::SET_COOKIE, value);
         }
     }
@@ -350,92 +348,74 @@ fn check_fields<'a, I: Iterator<Item = &'a http::HeaderValue>>(
     Ok(())
 }
 
-/// The value of the first cookie `name` in `headers`, under the jar's
-/// limits, without building a jar: what session middleware needs. The
-/// value is shared with the request when its field is ASCII (the usual
-/// case), else copied.
-pub(crate) fn find(headers: &HeaderMap, name: &str) -> Result<Option<CookieText>, CookieRejection> {
+/// The text of `headers`' `Cookie` fields as a jar reads it, under the
+/// jar's limits (a `431` past them): one field is shared with the request
+/// when it is ASCII (the usual case); several are joined by `;` (pairs
+/// never span fields); fields that are not UTF-8 are skipped.
+pub(crate) fn text_of(headers: &HeaderMap) -> Result<CookieText, CookieRejection> {
     let all = headers.get_all(header::COOKIE);
-    check_fields(|| all.iter())?;
-    Ok(all.iter().find_map(|field| find_in_field(field, name)))
-}
-
-/// The value of the first cookie `name` in one `Cookie` field; `None`
-/// also when the field is not UTF-8 (skipped, as by the jar).
-pub(crate) fn find_in_field(field: &http::HeaderValue, name: &str) -> Option<CookieText> {
-    let bytes = field.as_bytes();
-    if bytes.is_ascii() {
-        // Checked before the clone: most fields do not hold the name.
-        parse::find_pair(bytes, name.as_bytes())?;
-    }
-    find_in_owned(field.clone(), |bytes| {
-        parse::find_pair(bytes, name.as_bytes())
+    let mut fields = all.iter();
+    Ok(match (fields.next(), fields.next()) {
+        (None, _) => CookieText::default(),
+        // One field, the usual case: checked once, shared when ASCII.
+        (Some(field), None) => {
+            check_fields(|| std::iter::once(field))?;
+            match Shared::new(field) {
+                Some(shared) => CookieText::Shared(shared),
+                None => std::str::from_utf8(field.as_bytes())
+                    .map_or_else(|_| CookieText::default(), |t| CookieText::Owned(t.into())),
+            }
+        }
+        (Some(_), Some(_)) => {
+            check_fields(|| all.iter())?;
+            let mut text = String::new();
+            for field in &all {
+                if let Ok(field) = std::str::from_utf8(field.as_bytes()) {
+                    text.push_str(field);
+                    text.push(';');
+                }
+            }
+            CookieText::Owned(text.into_boxed_str())
+        }
     })
 }
 
-/// [`find_in_field`] keeping `field` itself when the value is shared;
-/// `search` finds the pair's value in the field's bytes.
-#[inline]
-fn find_in_owned(
-    field: http::HeaderValue,
-    search: impl Fn(&[u8]) -> Option<(usize, usize)>,
-) -> Option<CookieText> {
-    match Shared::from_value(field) {
-        Ok(shared) => {
-            let (start, end) = search(shared.as_str().as_bytes())?;
+/// The request's cookie text ([`text_of`]), read once a request: the
+/// first extraction that needs it (the jar's, the session's) keeps it on
+/// the request for the next, which shares it (a reference count). A
+/// change of the headers (`Request::headers_mut`) drops what was kept.
+/// Refusals are not kept: each extraction over the limits is a `431`.
+pub(crate) fn request_text(req: &mut Request) -> Result<CookieText, CookieRejection> {
+    let (headers, kept) = req.cookie_cache();
+    if let Some(text) = kept {
+        return Ok(text.clone());
+    }
+    let text = text_of(headers)?;
+    *kept = Some(text.clone());
+    Ok(text)
+}
+
+/// [`request_text`] for a request that cannot keep it: what an earlier
+/// extraction kept, else read now.
+pub(crate) fn request_text_ref(req: &Request) -> Result<CookieText, CookieRejection> {
+    match req.cookies_kept() {
+        Some(text) => Ok(text.clone()),
+        None => text_of(req.headers()),
+    }
+}
+
+/// The value of the first pair `name` finds in `text` (what the jar's
+/// [`get`](CookieJar::get) answers), shared with `text` when that is
+/// shared, else copied.
+pub(crate) fn find_value(text: CookieText, name: &NameFinder) -> Option<CookieText> {
+    match text {
+        CookieText::Shared(shared) => {
+            let (start, end) = name.find(shared.as_str().as_bytes())?;
             shared.slice(start, end).map(CookieText::Shared)
         }
-        Err(field) => {
-            let text = std::str::from_utf8(field.as_bytes()).ok()?;
-            let (start, end) = search(text.as_bytes())?;
+        CookieText::Owned(text) => {
+            let (start, end) = name.find(text.as_bytes())?;
             Some(CookieText::Owned(text[start..end].into()))
-        }
-    }
-}
-
-/// A request's cookie, looked up where first needed: [`pending`] checks
-/// the jar's limits at once and keeps the field; the pair is found by
-/// [`Pending::resolve`], so a request that never needs it does not scan
-/// the field.
-#[derive(Clone, Default)]
-pub(crate) enum Pending {
-    /// No `Cookie` field.
-    #[default]
-    Absent,
-    /// The request's one `Cookie` field (a reference count, no copy).
-    Field(http::HeaderValue),
-    /// Several fields: looked up at once.
-    Found(Option<CookieText>),
-}
-
-/// The request's cookie `name`, under the jar's limits (a `431` past
-/// them), to be found by [`Pending::resolve`].
-pub(crate) fn pending(headers: &HeaderMap, name: &str) -> Result<Pending, CookieRejection> {
-    let all = headers.get_all(header::COOKIE);
-    let mut fields = all.iter();
-    match (fields.next(), fields.next()) {
-        (None, _) => Ok(Pending::Absent),
-        (Some(field), None) => {
-            check_fields(|| std::iter::once(field))?;
-            Ok(Pending::Field(field.clone()))
-        }
-        (Some(_), Some(_)) => find(headers, name).map(Pending::Found),
-    }
-}
-
-impl Pending {
-    /// The value of the cookie `name` finds (the name [`pending`] was
-    /// given), found on the first call and kept.
-    pub(crate) fn resolve(&mut self, name: &NameFinder) -> Option<&CookieText> {
-        if let Pending::Field(_) = self {
-            *self = match std::mem::take(self) {
-                Pending::Field(field) => Pending::Found(find_in_owned(field, |b| name.find(b))),
-                other => other,
-            };
-        }
-        match self {
-            Pending::Found(found) => found.as_ref(),
-            _ => None,
         }
     }
 }
@@ -455,7 +435,7 @@ impl FromRequest for CookieJar {
     type Rejection = CookieRejection;
 
     async fn from_request(req: &mut Request) -> Result<Self, Self::Rejection> {
-        CookieJar::from_headers(req.headers())
+        request_text(req).map(CookieJar::from_text)
     }
 }
 
@@ -511,8 +491,16 @@ impl From<CookieRejection> for Error {
 mod tests {
     use super::*;
 
-    /// `find` answers what the jar's `get` answers, on tidy and untidy
-    /// fields, several fields, and names that are prefixes of others.
+    /// The session's value of cookie `name` in `headers`: the request's
+    /// text read as the jar reads it, then searched with [`NameFinder`].
+    fn find(headers: &HeaderMap, name: &str) -> Result<Option<String>, CookieRejection> {
+        let found = find_value(text_of(headers)?, &NameFinder::new(name));
+        Ok(found.map(|value| value.as_str().to_owned()))
+    }
+
+    /// The session's lookup answers what the jar's `get` answers, on tidy
+    /// and untidy fields, several fields, and names that are prefixes of
+    /// others.
     #[test]
     fn find_agrees_with_the_jar() {
         let cases: &[&[&str]] = &[
@@ -527,6 +515,8 @@ mod tests {
             &["theme=é; sid=10"],
             &["lang=é", "sid=11"],
             &["sid=é; sid=12"],
+            &["sid=1;", ";sid=2"],
+            &["a=1; sid", "=3"],
         ];
         for fields in cases {
             let mut headers = HeaderMap::new();
@@ -536,22 +526,10 @@ mod tests {
             let jar = CookieJar::from_headers(&headers).unwrap();
             for name in ["sid", "si", "x", "a", "theme"] {
                 assert_eq!(
-                    find(&headers, name)
-                        .unwrap()
-                        .as_ref()
-                        .map(CookieText::as_str),
+                    find(&headers, name).unwrap().as_deref(),
                     jar.get(name),
                     "{fields:?} {name}"
                 );
-                let mut pending = pending(&headers, name).unwrap();
-                let finder = NameFinder::new(name);
-                for _ in 0..2 {
-                    assert_eq!(
-                        pending.resolve(&finder).map(CookieText::as_str),
-                        jar.get(name),
-                        "{fields:?} {name}"
-                    );
-                }
             }
         }
         // A field that is not UTF-8 is skipped whole, by both.
@@ -564,7 +542,7 @@ mod tests {
         let jar = CookieJar::from_headers(&headers).unwrap();
         assert_eq!(jar.get("sid"), Some("13"));
         assert_eq!(jar.get("a"), None);
-        assert_eq!(find(&headers, "sid").unwrap().unwrap().as_str(), "13");
+        assert_eq!(find(&headers, "sid").unwrap().as_deref(), Some("13"));
         assert!(find(&headers, "a").unwrap().is_none());
         let mut headers = HeaderMap::new();
         headers.append(
@@ -572,17 +550,56 @@ mod tests {
             "a=1;".repeat(MAX_COOKIES + 1).parse().unwrap(),
         );
         assert!(matches!(find(&headers, "a"), Err(CookieRejection::TooMany)));
-        assert!(matches!(
-            pending(&headers, "a"),
-            Err(CookieRejection::TooMany)
-        ));
         // Many `;` but few pairs: within the limit.
         let mut headers = HeaderMap::new();
         headers.append(
             header::COOKIE,
             format!("a=1{}", ";".repeat(200)).parse().unwrap(),
         );
-        assert_eq!(find(&headers, "a").unwrap().unwrap().as_str(), "1");
+        assert_eq!(find(&headers, "a").unwrap().as_deref(), Some("1"));
+    }
+
+    /// The text a request keeps is read once, shared by the jar and the
+    /// session's lookup, dropped when the headers may change, and a
+    /// refusal is not kept.
+    #[test]
+    fn the_request_keeps_its_cookie_text_until_its_headers_change() {
+        let mut req = Request::builder()
+            .uri("/")
+            .header("cookie", "sid=1; theme=dark")
+            .body(())
+            .unwrap();
+        assert!(req.cookies_kept().is_none());
+        let first = request_text(&mut req).unwrap();
+        assert_eq!(first.as_str(), "sid=1; theme=dark");
+        let kept = req.cookies_kept().expect("kept").as_str().as_ptr();
+        assert_eq!(kept, first.as_str().as_ptr(), "shared, not copied");
+        // A header added after: the kept text is dropped and read again.
+        req.headers_mut()
+            .append(header::COOKIE, "lang=en".parse().unwrap());
+        assert!(req.cookies_kept().is_none());
+        let jar = CookieJar::from_text(request_text(&mut req).unwrap());
+        assert_eq!(jar.get("lang"), Some("en"));
+        assert_eq!(
+            request_text_ref(&req).unwrap().as_str(),
+            "sid=1; theme=dark;lang=en;"
+        );
+        // Over the limit: refused on every extraction, nothing kept.
+        req.headers_mut().insert(
+            header::COOKIE,
+            "a=1;".repeat(MAX_COOKIES + 1).parse().unwrap(),
+        );
+        for _ in 0..2 {
+            assert_eq!(
+                request_text(&mut req).unwrap_err(),
+                CookieRejection::TooMany
+            );
+            assert!(req.cookies_kept().is_none());
+        }
+        assert_eq!(
+            request_text_ref(&req).unwrap_err(),
+            CookieRejection::TooMany
+        );
     }
 
     /// The shortest fields of `MAX_COOKIES` and one more pairs sit on

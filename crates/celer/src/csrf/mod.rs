@@ -318,7 +318,7 @@ fn session_of(req: &Request) -> Result<Session, Error> {
     let session = req.session().cloned().ok_or_else(|| {
         Error::internal("csrf needs the session: install Sessions::layer() before Csrf::layer()")
     })?;
-    session.attach(req.headers())?;
+    session.attach(|| crate::cookie::request_text_ref(req))?;
     Ok(session)
 }
 

@@ -65,6 +65,10 @@ struct Inner {
     /// the value) on its first insert, which cost about 400 instructions
     /// a request (`bench/runs/2026-11-26-sec-overhead-2/`).
     session: Option<crate::session::Session>,
+    /// The `Cookie` fields as the jar reads them (under its limits), kept
+    /// by the first extraction that read them (the jar's, the session's)
+    /// for the next one: one lookup a request. Cleared by `headers_mut`.
+    cookies: Option<crate::cookie::CookieText>,
 }
 
 /// [`Inner::route`] before routing.
@@ -150,6 +154,7 @@ impl Request {
                 body_taken: false,
                 route: NO_ROUTE,
                 session: None,
+                cookies: None,
             },
         );
         Request {
@@ -262,6 +267,7 @@ impl Request {
 
     /// Mutable access to the request headers.
     pub fn headers_mut(&mut self) -> &mut HeaderMap {
+        self.inner.cookies = None;
         self.inner.http.headers_mut()
     }
 
@@ -712,6 +718,20 @@ impl Request {
     #[inline]
     pub(crate) fn set_session(&mut self, session: crate::session::Session) {
         self.inner.session = Some(session);
+    }
+
+    /// The headers and the cookie text kept from them (see
+    /// `cookie::request_text`).
+    #[inline]
+    pub(crate) fn cookie_cache(&mut self) -> (&HeaderMap, &mut Option<crate::cookie::CookieText>) {
+        let inner = &mut *self.inner;
+        (inner.http.headers(), &mut inner.cookies)
+    }
+
+    /// The cookie text kept by an extraction, if one read it.
+    #[inline]
+    pub(crate) fn cookies_kept(&self) -> Option<&crate::cookie::CookieText> {
+        self.inner.cookies.as_ref()
     }
 
     /// The session the session middleware attached, else one in the

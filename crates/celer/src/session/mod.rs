@@ -6,9 +6,10 @@
 //! [`Sessions`] is app (or scope) middleware; handlers take the
 //! [`Session`] with `req.extract::<Session>()`. The middleware only
 //! attaches an empty session to the request: the `Cookie` field is looked
-//! up (under the jar's limits, a `431` past them) when the session is
-//! extracted, the session's pair found and the store asked the first time
-//! it is read, and it is saved, after the handler, only when it changed.
+//! up (under the jar's limits, a `431` past them, and once a request for
+//! the jar and the session) and the session's pair found when the session
+//! is extracted, the store asked the first time it is read, and it is
+//! saved, after the handler, only when it changed.
 //! A route that never extracts the session does none of this.
 //! [`Sessions::csrf`] checks CSRF in the same middleware.
 //!
@@ -89,9 +90,7 @@ pub use self::store::{
     CookieStore, DEFAULT_MAX_SESSIONS, MemoryStore, SessionStore, StoreError, new_id,
 };
 
-use crate::cookie::{
-    Cookie, CookieJar, CookieRejection, CookieText, NameFinder, Pending, SameSite,
-};
+use crate::cookie::{Cookie, CookieJar, CookieRejection, CookieText, NameFinder, SameSite};
 use crate::extract::FromRequest;
 use crate::handler::{Dispatched, NextFuture};
 use crate::{Error, Handler, Next, Request, Response};
@@ -351,9 +350,9 @@ struct State {
     /// (copied on the first write).
     record: Option<Arc<Record>>,
     /// The handle the request's cookie carried (shared with the
-    /// request's field, not copied, when that is ASCII), looked up on the
-    /// session's first use.
-    incoming: Pending,
+    /// request's field, not copied, when that is ASCII), found when the
+    /// session is extracted.
+    incoming: Option<CookieText>,
     /// Whether the request's `Cookie` field was read into `incoming`
     /// ([`Session::attach`], at the session's extraction).
     attached: bool,
@@ -372,27 +371,27 @@ impl Session {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The handle the request's cookie carried, looked up on first use.
-    fn incoming<'s>(&self, state: &'s mut State) -> Option<&'s str> {
-        state
-            .incoming
-            .resolve(&self.inner.config.finder)
-            .map(CookieText::as_str)
+    /// The handle the request's cookie carried.
+    fn incoming(state: &State) -> Option<&str> {
+        state.incoming.as_ref().map(CookieText::as_str)
     }
 
     /// The handle the request's cookie carried, as a value of its own.
     fn incoming_text(&self) -> Option<CookieText> {
-        let mut state = self.lock();
-        state.incoming.resolve(&self.inner.config.finder).cloned()
+        self.lock().incoming.clone()
     }
 
-    /// Reads the request's `Cookie` field into the session, once: the
-    /// jar's limits are checked (a `431` past them) and the field kept;
-    /// the session's pair is found when the session is first read.
-    pub(crate) fn attach(&self, headers: &http::HeaderMap) -> Result<(), CookieRejection> {
+    /// Reads the request's cookies into the session, once: `read` gives
+    /// the request's cookie text under the jar's limits (an error, a
+    /// `431`, past them), and the session's pair is found in it (every
+    /// use of a session reads its handle, so it is found at once).
+    pub(crate) fn attach(
+        &self,
+        read: impl FnOnce() -> Result<CookieText, CookieRejection>,
+    ) -> Result<(), CookieRejection> {
         let mut state = self.lock();
         if !state.attached {
-            state.incoming = crate::cookie::pending(headers, &self.inner.config.cookie_name)?;
+            state.incoming = crate::cookie::find_value(read()?, &self.inner.config.finder);
             state.attached = true;
         }
         Ok(())
@@ -425,7 +424,7 @@ impl Session {
         if state.record.is_some() {
             return Ok(Some(state));
         }
-        let loaded = match self.incoming(&mut state) {
+        let loaded = match Session::incoming(&state) {
             Some(handle) => match self.inner.config.store.load_now(handle) {
                 Some(answer) => answer?,
                 None => return Ok(None),
@@ -606,7 +605,7 @@ impl FromRequest for Session {
                 "no Session on this request: install Sessions::layer() with App::middleware",
             )
         })?;
-        session.attach(req.headers())?;
+        session.attach(|| crate::cookie::request_text(req))?;
         Ok(session)
     }
 }

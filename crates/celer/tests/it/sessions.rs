@@ -1,6 +1,7 @@
 //! Sessions over real sockets, against each server store (in memory and
 //! SQLite): login rotates the id (no fixation), logout forgets it, idle
-//! and absolute expiry, the size limit, lazy loading; the SQLite store
+//! and absolute expiry, the size limit, lazy loading, the cookies read once
+//! a request for the jar and the session; the SQLite store
 //! across a restart, its purge and concurrent writers; and the
 //! encrypted-cookie store with curl's cookie file.
 
@@ -470,6 +471,90 @@ async fn a_scoped_session_behind_other_middleware_is_saved_after_the_handler() {
             // The same id is kept: only the data changed.
             assert!(res.header("set-cookie").is_none(), "{kind}");
         }
+        served.stop().await;
+    }
+}
+
+/// The jar and the session read the request's `Cookie` field once between
+/// them, and only their own request's: a middleware that extracts the jar
+/// and then replaces the field has the handler's jar and session read the
+/// new one, and nothing one request read is seen by the next on the same
+/// connection (curl reuses its connection across `--next`), on every
+/// store.
+#[tokio::test]
+async fn the_jar_and_the_session_read_their_own_requests_cookies() {
+    use celer::cookie::CookieJar;
+    use celer::response::IntoResponse;
+
+    async fn who(mut req: Request) -> Result<String, Error> {
+        let jar = req.extract::<CookieJar>().await?;
+        let session = req.extract::<Session>().await?;
+        let user = session.get::<String>("user").await?;
+        Ok(format!(
+            "{} {} {}\n",
+            jar.get("theme").unwrap_or("-"),
+            jar.get("swap").is_some(),
+            user.as_deref().unwrap_or("nobody")
+        ))
+    }
+    for store in Store::all() {
+        let mut ids = Vec::new();
+        for user in ["ada", "bo"] {
+            let mut record = Record::new();
+            record.data.insert("user".into(), user.into());
+            let ttl = Duration::from_secs(600);
+            let id = match &store {
+                Store::Memory(memory) => memory.save(None, &record, ttl).await,
+                Store::Sqlite { store, .. } => store.save(None, &record, ttl).await,
+            };
+            ids.push(id.unwrap());
+        }
+        let (ada, bo) = (&ids[0], &ids[1]);
+        let mut app = App::new();
+        app.middleware(store.sessions().layer());
+        // Reads the jar, then swaps the whole field for `sid=<swap>`.
+        app.middleware(|mut req: Request, next: celer::Next| async move {
+            let jar = match req.extract::<CookieJar>().await {
+                Ok(jar) => jar,
+                Err(refused) => return refused.into_response(),
+            };
+            if let Some(swap) = jar.get("swap") {
+                let field = http::HeaderValue::from_str(&format!("sid={swap}")).unwrap();
+                req.headers_mut().insert(http::header::COOKIE, field);
+            }
+            next.run(req).await
+        });
+        app.get("/who", who);
+        let served = Served::start(app).await;
+        let url = served.url("/who");
+        let cookies = [
+            format!("Cookie: theme=dark; sid={ada}"),
+            format!("Cookie: theme=light; sid={ada}; swap={bo}"),
+            format!("Cookie: theme=blue; sid={ada}"),
+            format!("Cookie: sid={bo}"),
+            "X-None: 1".to_owned(),
+        ];
+        let mut args: Vec<&str> = Vec::new();
+        for (i, cookie) in cookies.iter().enumerate() {
+            if i > 0 {
+                args.push("--next");
+            }
+            args.extend(["-H", cookie.as_str(), url.as_str()]);
+        }
+        let out = curl(&args).await;
+        assert_eq!(
+            out,
+            "dark false ada\n- false bo\nblue false ada\n- false bo\n- false nobody\n",
+            "{}",
+            store.name()
+        );
+        // Over the jar's limits at the first extraction: a `431`.
+        let many = (0..=celer::cookie::MAX_COOKIES)
+            .map(|i| format!("c{i}=1"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let res = get(&served, "/who", Some(&many)).await;
+        assert_eq!(res.status, 431, "{}", store.name());
         served.stop().await;
     }
 }
