@@ -13,6 +13,34 @@ use crate::support::{Reply, args, bench, ok, serve};
 /// How often the test server looks at its file.
 const POLL: Duration = Duration::from_millis(5);
 
+/// Calls `on_change` with the contents of `file` each time they change
+/// (polled every [`POLL`]; an empty read is a file being replaced).
+pub(crate) fn watch(file: std::path::PathBuf, mut on_change: impl FnMut(&[u8]) + Send + 'static) {
+    std::thread::spawn(move || {
+        let mut last = std::fs::read(&file).unwrap();
+        loop {
+            std::thread::sleep(POLL);
+            let Ok(now) = std::fs::read(&file) else {
+                continue;
+            };
+            if now != last && !now.is_empty() {
+                on_change(&now);
+                last = now;
+            }
+        }
+    });
+}
+
+/// A request head read byte by byte up to its blank line (or the end).
+pub(crate) fn read_head(stream: &mut TcpStream) -> Vec<u8> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    head
+}
+
 /// Starts an SSE server publishing `file`; returns its stream's URL.
 fn sse_server(file: std::path::PathBuf, status: &'static str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -31,32 +59,17 @@ fn sse_server(file: std::path::PathBuf, status: &'static str) -> String {
         out
     };
     let watched = subscribers.clone();
-    let path = file.clone();
-    std::thread::spawn(move || {
-        let mut last = std::fs::read(&path).unwrap();
-        loop {
-            std::thread::sleep(POLL);
-            let Ok(now) = std::fs::read(&path) else {
-                continue;
-            };
-            if now != last && !now.is_empty() {
-                let bytes = event(&now);
-                watched
-                    .lock()
-                    .unwrap()
-                    .retain_mut(|s| s.write_all(&bytes).is_ok());
-                last = now;
-            }
-        }
+    watch(file.clone(), move |now| {
+        let bytes = event(now);
+        watched
+            .lock()
+            .unwrap()
+            .retain_mut(|s| s.write_all(&bytes).is_ok());
     });
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
+            read_head(&mut stream);
             if status != "200 OK" {
                 let _ = stream.write_all(
                     format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").as_bytes(),

@@ -6,17 +6,14 @@
 //! continuous compressor per subscriber, every byte its own chunk, a
 //! corrupt segment, another coding, the stream's end with its trailer.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use flate2::{Compress, Compression, FlushCompress};
 
+use crate::sse::{read_head, watch};
 use crate::support::bench;
-
-/// How often the test server looks at its file.
-const POLL: Duration = Duration::from_millis(5);
 
 /// The 10-byte gzip header (no flags, OS unknown).
 const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
@@ -111,35 +108,20 @@ fn gzip_server(file: std::path::PathBuf, mode: Mode) -> String {
         format!("id: x\ndata: {text}\n\n").into_bytes()
     };
     let watched = subscribers.clone();
-    let path = file.clone();
-    std::thread::spawn(move || {
-        let mut last = std::fs::read(&path).unwrap();
-        loop {
-            std::thread::sleep(POLL);
-            let Ok(now) = std::fs::read(&path) else {
-                continue;
-            };
-            if now != last && !now.is_empty() {
-                let plain = event(&now);
-                // Compressed once, the same bytes for every subscriber.
-                let shared = segment(&plain);
-                watched
-                    .lock()
-                    .unwrap()
-                    .retain_mut(|s| s.send(mode, &plain, &shared));
-                last = now;
-            }
-        }
+    watch(file.clone(), move |now| {
+        let plain = event(now);
+        // Compressed once, the same bytes for every subscriber.
+        let shared = segment(&plain);
+        watched
+            .lock()
+            .unwrap()
+            .retain_mut(|s| s.send(mode, &plain, &shared));
     });
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             stream.set_nodelay(true).unwrap();
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
+            let head = read_head(&mut stream);
             let gzip = String::from_utf8_lossy(&head)
                 .to_ascii_lowercase()
                 .contains("\r\naccept-encoding: gzip\r\n");
