@@ -5,7 +5,7 @@
 //! Run with `bench/dispatcher/run` (pins, pauses other load, records).
 //! Direct use: `dispatcher-bench [--threads N] [--repeats N] [--first N] [--quick]`;
 //! CSV rows on stdout, the summary on stderr.
-//! `--paired-only` runs the `paired` scenario alone.
+//! `--paired-only` runs the `paired` and `idle` scenarios alone.
 //! `dispatcher-bench --count POOL N` (POOL `celer-dispatch` or
 //! `spawn_blocking`) only makes 200 warm-up then N unloaded hand-offs on
 //! that pool and prints nothing: for `valgrind --tool=callgrind`, two runs
@@ -36,6 +36,16 @@
 //!   the same conditions as the other pools'. Rows: each pool's p50 and
 //!   p99 over all its jobs; with `--rounds PATH`, each batch's p50
 //!   (for the per-mode figures of `bench/dispatcher/run`).
+//! - `idle`: `paired` with the runtime idle between jobs: before each
+//!   submit the submitting task sleeps [`IDLE_GAP`] (the runtime parks in
+//!   `epoll_wait`, as a server's does between requests), so every job
+//!   finds its pool's worker asleep, as a job arriving at an unloaded
+//!   server does. In `latency` and `paired` the next job is submitted the
+//!   moment the last one's value arrives, which catches `spawn_blocking`'s
+//!   worker before it has gone to sleep (it wakes the runtime first and is
+//!   preempted by it): those measure one job always in flight, this one
+//!   a job arriving at an idle pool. Batches of [`IDLE_BATCH`] jobs, the
+//!   pools' order swapped every round; rows as `paired`'s.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -54,6 +64,11 @@ const QUEUE: usize = 1024;
 /// Jobs per pool per round of the `paired` scenario: a batch lasts some
 /// 100 µs, short beside the modes of the hand-off.
 const PAIRED_BATCH: usize = 50;
+/// The submitter's idle time before each job of the `idle` scenario: the
+/// runtime's timer granularity, long beside a worker's way to sleep.
+const IDLE_GAP: Duration = Duration::from_millis(1);
+/// Jobs per pool per round of the `idle` scenario.
+const IDLE_BATCH: usize = 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -276,20 +291,40 @@ struct Batch {
 /// The `paired` scenario: `rounds` rounds of [`PAIRED_BATCH`] unloaded
 /// jobs on each pool, the pools one after the other, their order rotated
 /// per round (with two pools: swapped); every batch.
-async fn paired(pools: &[(Kind, Pool)], rounds: usize) -> Vec<Batch> {
+/// With `gap`, the `idle` scenario: batches of [`IDLE_BATCH`], each job
+/// submitted after the submitting task has slept `gap`.
+async fn paired(pools: &[(Kind, Pool)], rounds: usize, gap: Option<Duration>) -> Vec<Batch> {
+    let batch = if gap.is_some() {
+        IDLE_BATCH
+    } else {
+        PAIRED_BATCH
+    };
     let mut batches = Vec::with_capacity(rounds * pools.len());
     for round in 0..rounds {
         for i in 0..pools.len() {
             let (kind, pool) = &pools[(round + i) % pools.len()];
             let started = Arc::new(AtomicU64::new(0));
-            let mut handoffs = Vec::with_capacity(PAIRED_BATCH);
-            let begin = Instant::now();
-            for _ in 0..PAIRED_BATCH {
-                if let Some(ns) = pool.submit(Duration::ZERO, started.clone()).await {
+            let mut handoffs = Vec::with_capacity(batch);
+            // Without a gap the batch's span; with one, the jobs' own time
+            // (submit to value) summed, the sleeps left out.
+            let mut elapsed = Duration::ZERO;
+            let mut begin = Instant::now();
+            for _ in 0..batch {
+                if let Some(gap) = gap {
+                    tokio::time::sleep(gap).await;
+                    begin = Instant::now();
+                }
+                let reply = pool.submit(Duration::ZERO, started.clone()).await;
+                if gap.is_some() {
+                    elapsed += begin.elapsed();
+                }
+                if let Some(ns) = reply {
                     handoffs.push(ns);
                 }
             }
-            let elapsed = begin.elapsed();
+            if gap.is_none() {
+                elapsed = begin.elapsed();
+            }
             handoffs.sort_unstable();
             batches.push(Batch {
                 round,
@@ -313,7 +348,7 @@ struct Args {
     rounds: Option<String>,
     /// `--count POOL N`: only N unloaded jobs on that pool.
     count: Option<(Kind, usize)>,
-    /// `--paired-only`: only the `paired` scenario.
+    /// `--paired-only`: only the `paired` and `idle` scenarios.
     paired_only: bool,
 }
 
@@ -346,7 +381,10 @@ fn args() -> Args {
                     .into_iter()
                     .find(|k| k.name() == pool)
                     .expect("--count POOL N: POOL is celer-dispatch, spawn_blocking or rayon");
-                let n = it.next().and_then(|v| v.parse().ok()).expect("--count POOL N");
+                let n = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--count POOL N");
                 args.count = Some((kind, n));
             }
             other => {
@@ -362,10 +400,10 @@ fn args() -> Args {
 
 fn main() {
     let args = args();
-    let (latency_jobs, throughput_jobs, window) = if args.quick {
-        (2_000, 20_000, Duration::from_millis(300))
+    let (latency_jobs, throughput_jobs, window, idle_jobs) = if args.quick {
+        (2_000, 20_000, Duration::from_millis(300), 200)
     } else {
-        (20_000, 200_000, Duration::from_secs(2))
+        (20_000, 200_000, Duration::from_secs(2), 2_000)
     };
     // One runtime thread submits; the blocking pool is spawn_blocking's.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -419,38 +457,45 @@ fn main() {
                 pool.shutdown();
             }
         }
-        // The dispatcher and its peer at once, batches interleaved.
+        // The dispatcher and its peer at once, batches interleaved: jobs
+        // back to back (`paired`), then each after an idle gap (`idle`).
         let pools: Vec<(Kind, Pool)> = [Kind::Celer, Kind::SpawnBlocking]
             .iter()
             .map(|&kind| (kind, Pool::new(kind, args.threads)))
             .collect();
-        let batches = rt.block_on(async {
+        let (batches, idle) = rt.block_on(async {
             for (_, pool) in &pools {
                 latency(pool, 200).await;
             }
-            paired(&pools, latency_jobs / PAIRED_BATCH).await
+            let batches = paired(&pools, latency_jobs / PAIRED_BATCH, None).await;
+            let idle = paired(&pools, idle_jobs / IDLE_BATCH, Some(IDLE_GAP)).await;
+            (batches, idle)
         });
-        for (kind, pool) in pools {
-            let mine: Vec<&Batch> = batches.iter().filter(|b| b.kind == kind).collect();
-            let handoffs: Vec<u64> = mine
-                .iter()
-                .flat_map(|b| b.handoffs.iter().copied())
-                .collect();
-            let elapsed: Duration = mine.iter().map(|b| b.elapsed).sum();
-            let out = outcome(
-                handoffs.clone(),
-                handoffs.len() as f64 / elapsed.as_secs_f64(),
-                0,
-                0,
-            );
-            println!(
-                "{repeat},{},paired,{:.0},{},{},0,0",
-                kind.name(),
-                out.jobs_per_sec,
-                out.p50_ns,
-                out.p99_ns
-            );
-            rows.push((kind, "paired", out));
+        for (scenario, batches) in [("paired", &batches), ("idle", &idle)] {
+            for (kind, _) in &pools {
+                let mine: Vec<&Batch> = batches.iter().filter(|b| b.kind == *kind).collect();
+                let handoffs: Vec<u64> = mine
+                    .iter()
+                    .flat_map(|b| b.handoffs.iter().copied())
+                    .collect();
+                let elapsed: Duration = mine.iter().map(|b| b.elapsed).sum();
+                let out = outcome(
+                    handoffs.clone(),
+                    handoffs.len() as f64 / elapsed.as_secs_f64(),
+                    0,
+                    0,
+                );
+                println!(
+                    "{repeat},{},{scenario},{:.0},{},{},0,0",
+                    kind.name(),
+                    out.jobs_per_sec,
+                    out.p50_ns,
+                    out.p99_ns
+                );
+                rows.push((*kind, scenario, out));
+            }
+        }
+        for (_, pool) in pools {
             if let Pool::Celer(pool) = pool {
                 pool.shutdown();
             }
@@ -487,7 +532,7 @@ fn summarize(rows: &[(Kind, &'static str, Outcome)]) {
         "{:<11} {:<15} {:>12} {:>9} {:>9} {:>9} {:>9}   medians; ratio celer/peer per column",
         "scenario", "pool", "jobs/s", "p50 µs", "p99 µs", "rejected", "backlog"
     );
-    for scenario in ["latency", "throughput", "overload", "paired"] {
+    for scenario in ["latency", "throughput", "overload", "paired", "idle"] {
         if !rows.iter().any(|(_, s, _)| *s == scenario) {
             continue;
         }
