@@ -8,6 +8,11 @@
 //! (its cookies are then never read). `/f/plaintext` and `/f/bare` are
 //! the same two behind one fused middleware (`Sessions::csrf`: the CSRF
 //! check made by the session middleware, one step of the chain fewer).
+//! `/m/plaintext` is the floor of those reads: no middleware, no limits,
+//! no CSRF, no rotation; the handler finds `sid` in the `Cookie` field by
+//! hand, looks it up in a locked map keyed by the id's first eight bytes,
+//! checks and renews an idle deadline and clones the user's name: the
+//! least a server session read can do (`Floor` below).
 //!
 //! The benchmark client sends no cookies, so an app-level middleware adds
 //! the `Cookie` a browser would send (a live session id, two other
@@ -45,6 +50,57 @@ async fn plaintext(_req: Request) -> Response {
     hello()
 }
 
+/// The floor of a session read: ids to records under one lock, hashed
+/// by the id's first eight bytes (ids are random), with an idle deadline.
+struct Floor {
+    sessions: std::sync::Mutex<
+        std::collections::HashMap<Box<[u8]>, FloorRecord, std::hash::BuildHasherDefault<FirstEight>>,
+    >,
+    start: std::time::Instant,
+}
+
+/// One session of [`Floor`].
+struct FloorRecord {
+    user: String,
+    /// Milliseconds since [`Floor::start`] after which it has expired.
+    idle_until: u64,
+}
+
+/// A hasher that takes the first eight bytes written (a random id's).
+#[derive(Default)]
+struct FirstEight(u64);
+
+impl std::hash::Hasher for FirstEight {
+    fn write(&mut self, bytes: &[u8]) {
+        if self.0 == 0 && bytes.len() >= 8 {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[..8]);
+            self.0 = u64::from_ne_bytes(word);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Floor {
+    /// The user of the request's `sid` session, renewing its idle deadline.
+    fn user(&self, req: &Request) -> Option<String> {
+        let field = req.headers().get(COOKIE)?.as_bytes();
+        let at = field.windows(4).position(|w| w == b"sid=")? + 4;
+        let end = field[at..].iter().position(|&b| b == b';').map_or(field.len(), |n| at + n);
+        let now = self.start.elapsed().as_millis() as u64;
+        let mut sessions = self.sessions.lock().ok()?;
+        let record = sessions.get_mut(&field[at..end])?;
+        if record.idle_until < now {
+            return None;
+        }
+        record.idle_until = now + 30 * 60 * 1000;
+        Some(record.user.clone())
+    }
+}
+
 async fn secure(mut req: Request) -> Result<Response, Error> {
     let jar = req.extract::<CookieJar>().await?;
     let session = req.extract::<Session>().await?;
@@ -71,6 +127,21 @@ fn app() -> App {
     let id = ready(store.save(None, &record, Duration::from_secs(24 * 3600))).expect("a session");
     let cookie = HeaderValue::from_str(&format!("theme=dark; sid={id}; lang=en")).expect("cookie");
 
+    let floor = std::sync::Arc::new(Floor {
+        sessions: std::sync::Mutex::new(
+            [(
+                Box::<[u8]>::from(id.as_bytes()),
+                FloorRecord {
+                    user: "ada".into(),
+                    idle_until: u64::MAX,
+                },
+            )]
+            .into_iter()
+            .collect(),
+        ),
+        start: std::time::Instant::now(),
+    });
+
     let mut app = App::new();
     app.middleware(move |mut req: Request, next: Next| {
         req.headers_mut().insert(COOKIE, cookie.clone());
@@ -88,6 +159,14 @@ fn app() -> App {
         s.middleware(csrf.layer());
         s.get("/plaintext", secure);
         s.get("/bare", plaintext);
+    });
+    app.get("/m/plaintext", move |req: Request| {
+        let floor = floor.clone();
+        async move {
+            let user = std::hint::black_box(floor.user(&req));
+            debug_assert_eq!(user.as_deref(), Some("ada"));
+            hello()
+        }
     });
     app.scope("/f", |s| {
         s.middleware(sessions().csrf(&csrf).layer());

@@ -238,9 +238,12 @@ pub fn build_with(
             .iter()
             .find(|(name, _)| *name == spec.name)
             .map_or(interval, |(_, every)| *every);
+        // The sources' thread does nothing else: it waits while the
+        // compressing runs below the workers' priority.
         let builder = Feed::builder(spec.name.clone())
             .interval(interval)
-            .max_document_bytes(max_document_bytes);
+            .max_document_bytes(max_document_bytes)
+            .compress_in_background(true);
         let feed = each(spec, builder)?.build();
         feeds.insert(feed.clone()).map_err(|err| err.to_string())?;
         sources.push((feed, spec.source(options.ca_pem.as_deref())?));

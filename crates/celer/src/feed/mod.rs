@@ -51,6 +51,7 @@
 //! # });
 //! ```
 
+mod background;
 pub mod limits;
 mod respond;
 mod set;

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
+use super::background;
 use super::limits::{
     DEFAULT_INTERVAL, DEFAULT_MAX_DOCUMENT_BYTES, DEFAULT_MAX_SUBSCRIBERS, DEFAULT_SUBSCRIBER_LAG,
     DEFAULT_WS_QUEUED_BYTES, EVENT_OVERHEAD_BYTES,
@@ -83,6 +84,8 @@ pub(crate) struct Config {
     pub(crate) max_subscribers: usize,
     pub(crate) subscriber_lag: usize,
     pub(crate) ws_queued_bytes: usize,
+    /// Compress versions on the background thread ([`background`]).
+    background: bool,
     validator: Option<Validator>,
 }
 
@@ -239,6 +242,7 @@ impl Feed {
                 max_subscribers: DEFAULT_MAX_SUBSCRIBERS,
                 subscriber_lag: DEFAULT_SUBSCRIBER_LAG,
                 ws_queued_bytes: DEFAULT_WS_QUEUED_BYTES,
+                background: false,
                 validator: None,
             },
         }
@@ -324,14 +328,24 @@ impl Feed {
         // large document. An SSE subscriber joining now gets this event
         // from the hub's history, whatever `current` says.
         self.push_sse(&id, &doc);
-        // The publish woke the subscribers' workers; on a core they share
-        // with this thread, they send the event before the compressing
-        // starts (under a round-robin real-time policy a woken thread of
-        // the same priority would otherwise wait for this one to block;
-        // under the fair scheduler the compressing would take half the
-        // core while the event goes out). One system call per version.
-        std::thread::yield_now();
-        let version = Arc::new(Version::with_id(number, doc, id, updated));
+        let version = if inner.config.background {
+            // Compressed by the lowest-priority thread while this one
+            // waits: on a core shared with the workers, after the event
+            // has gone out to every subscriber they woke.
+            Arc::new(background::run(move || {
+                Version::with_id(number, doc, id, updated)
+            }))
+        } else {
+            // The publish woke the subscribers' workers; on a core they
+            // share with this thread, they send the event before the
+            // compressing starts (under a round-robin real-time policy a
+            // woken thread of the same priority would otherwise wait for
+            // this one to block; under the fair scheduler the compressing
+            // would take half the core while the event goes out). One
+            // system call per version.
+            std::thread::yield_now();
+            Arc::new(Version::with_id(number, doc, id, updated))
+        };
         // Current before the WebSocket push: a socket that joins between
         // them and reads the current version gets this one at worst twice.
         *inner
@@ -578,6 +592,32 @@ impl FeedBuilder {
     /// Default is [`DEFAULT_WS_QUEUED_BYTES`], 2 MiB.
     pub fn ws_queued_bytes(mut self, bytes: usize) -> Self {
         self.config.ws_queued_bytes = bytes;
+        self
+    }
+
+    /// Makes each version's compressed variants (br, zstd, gzip: tens of
+    /// milliseconds for 50 KiB) on one thread for the whole process that
+    /// runs at the lowest priority (Linux: nice 19, under the fair
+    /// scheduler even when the process runs under a real-time policy),
+    /// while [`Feed::update`] waits for them. On a core shared with the
+    /// server's workers the compressing then runs when they are idle:
+    /// after the new version's SSE event has gone out, never in the way of
+    /// the requests being served. Pollers and WebSocket subscribers get
+    /// the version when its variants are made, as before; on a core kept
+    /// busy that is later than SSE subscribers get it.
+    ///
+    /// Turn it on when the thread that updates the feed does nothing else
+    /// (as `celer serve`'s sources thread): `update` blocks that thread
+    /// while a busy core lets the compressing wait. Default is off: the
+    /// calling thread compresses, at its own priority.
+    ///
+    /// ```
+    /// let feed = celer::feed::Feed::builder("scores").compress_in_background(true).build();
+    /// feed.update(&br#"{"home": 2, "away": 1}"#[..]).unwrap();
+    /// assert_eq!(feed.current().unwrap().number(), 1);
+    /// ```
+    pub fn compress_in_background(mut self, on: bool) -> Self {
+        self.config.background = on;
         self
     }
 

@@ -63,7 +63,18 @@ fn header<'a>(out: &'a str, name: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_document_has_validators_and_variants_chosen_by_accept_encoding() {
-    let feed = Feed::new("votes");
+    validators_and_variants(Feed::new("votes")).await;
+}
+
+/// The same answers from a feed whose variants the background thread
+/// makes (`celer serve`'s feeds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn variants_made_in_the_background_are_the_same_answers() {
+    let feed = Feed::builder("votes").compress_in_background(true).build();
+    validators_and_variants(feed).await;
+}
+
+async fn validators_and_variants(feed: Feed) {
     let text = doc(1, 200);
     feed.update(text.clone()).unwrap();
     let served = Served::start(feed_app(&feed)).await;
@@ -589,7 +600,17 @@ async fn ws_frame(conn: &mut TcpStream, buf: &mut Vec<u8>) -> (u8, Vec<u8>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn websocket_subscribers_get_the_current_version_then_each_new_one() {
-    let feed = Feed::new("votes");
+    websocket_subscribers(Feed::new("votes")).await;
+}
+
+/// With the variants made in the background, each version still reaches
+/// the WebSocket subscribers, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_subscribers_of_a_feed_compressed_in_the_background() {
+    websocket_subscribers(Feed::builder("votes").compress_in_background(true).build()).await;
+}
+
+async fn websocket_subscribers(feed: Feed) {
     feed.update(doc(1, 3)).unwrap();
     let served = Served::start(feed_app(&feed)).await;
     let mut conn = TcpStream::connect(served.addr).await.unwrap();
