@@ -54,7 +54,11 @@ async fn plaintext(_req: Request) -> Response {
 /// by the id's first eight bytes (ids are random), with an idle deadline.
 struct Floor {
     sessions: std::sync::Mutex<
-        std::collections::HashMap<Box<[u8]>, FloorRecord, std::hash::BuildHasherDefault<FirstEight>>,
+        std::collections::HashMap<
+            Box<[u8]>,
+            FloorRecord,
+            std::hash::BuildHasherDefault<FirstEight>,
+        >,
     >,
     start: std::time::Instant,
 }
@@ -89,7 +93,10 @@ impl Floor {
     fn user(&self, req: &Request) -> Option<String> {
         let field = req.headers().get(COOKIE)?.as_bytes();
         let at = field.windows(4).position(|w| w == b"sid=")? + 4;
-        let end = field[at..].iter().position(|&b| b == b';').map_or(field.len(), |n| at + n);
+        let end = field[at..]
+            .iter()
+            .position(|&b| b == b';')
+            .map_or(field.len(), |n| at + n);
         let now = self.start.elapsed().as_millis() as u64;
         let mut sessions = self.sessions.lock().ok()?;
         let record = sessions.get_mut(&field[at..end])?;
