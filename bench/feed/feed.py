@@ -92,8 +92,9 @@ class FeedFloor(WsFloor):
     def version(self, run):
         lock = open(os.path.join(run.bench, self.DIR, "Cargo.lock")).read()
         v = dict(re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', lock))
-        return (f"bench/{self.DIR} peer-ws-floor: libc {v.get('libc')}, rustls {v.get('rustls')} on aws-lc-rs "
-                f"{v.get('aws-lc-rs')} (TLS 1.3, AES-128-GCM), flate2 {v.get('flate2')} on zlib-rs "
+        return (f"bench/{self.DIR} peer-ws-floor: libc {v.get('libc')}, rustls {v.get('rustls')} (TLS 1.3; "
+                f"handshakes on aws-lc-rs {v.get('aws-lc-rs')}, records on ring {v.get('ring')}, AES-128-GCM), "
+                f"flate2 {v.get('flate2')} on zlib-rs "
                 f"{v.get('zlib-rs')} (one thread, edge-triggered epoll, inotify; --doc, --sse, --tls)")
 
 

@@ -31,7 +31,8 @@
 //! header once, then each event deflated once by a fresh compressor and
 //! sync-flushed, the same bytes for every gzip subscriber (no trailer: the
 //! stream never ends cleanly). With `--tls CERT KEY` every connection is
-//! TLS 1.3 (rustls on aws-lc-rs, AES-128-GCM first, no resumption), a
+//! TLS 1.3 (rustls; handshakes on aws-lc-rs, records on ring's
+//! AES-128-GCM, as celer; no resumption), a
 //! `ServerConnection` per socket driven in the same loop; a fan-out event is
 //! sealed per subscriber (each has its keys) and sent with one `sendmsg`
 //! (docs/decisions/153-feed-floors-sse-and-tls.md).
@@ -875,9 +876,9 @@ impl io::Write for Sock {
     }
 }
 
-/// The `--tls` configuration: TLS 1.3 only, aws-lc-rs with AES-128-GCM
-/// preferred and the server's order winning (as celer: decisions 030,
-/// 031), HTTP/1.1 by ALPN, no session tickets or cache (the loads run
+/// The `--tls` configuration: TLS 1.3 only, handshakes on aws-lc-rs and
+/// records on ring, AES-128-GCM preferred and the server's order winning
+/// (as celer: decisions 030, 031), HTTP/1.1 by ALPN, no session tickets or cache (the loads run
 /// celer with `--no-tls-resumption`).
 fn tls_config(
     cert: &str,
@@ -887,12 +888,14 @@ fn tls_config(
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?;
     let key = PrivateKeyDer::from_pem_file(key)?;
+    // Key exchange and signatures on aws-lc-rs; the suites (key schedule
+    // and record AEAD) on ring, whose AES-GCM celer's record layer calls.
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
-    provider.cipher_suites.sort_by_key(|s| match s.suite() {
-        rustls::CipherSuite::TLS13_AES_128_GCM_SHA256 => 0,
-        rustls::CipherSuite::TLS13_AES_256_GCM_SHA384 => 1,
-        _ => 2,
-    });
+    provider.cipher_suites = vec![
+        rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+        rustls::crypto::ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
+        rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+    ];
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
