@@ -25,7 +25,8 @@
 //! loads: `GET /feeds/NAME/events` answers a chunked `text/event-stream`
 //! whose first event is the file's current version; the file's directory
 //! is watched with inotify, and each change (a rename over it, or a write
-//! closed) makes one event, `id: N`, `data:` the file with its line breaks
+//! closed) makes one event, `id: N` (32 hex digits, as long as celer's
+//! content hash), `data:` the file with its line breaks
 //! as spaces, built once and then written to every subscriber in a plain
 //! loop. A request offering gzip gets the stream gzip-coded: the gzip
 //! header once, then each event deflated once by a fresh compressor and
@@ -1229,7 +1230,8 @@ impl Feed {
         1 + 2 * k + usize::from(gzip)
     }
 
-    /// Reads the file and makes its event, once: `id: N` and the document
+    /// Reads the file and makes its event, once: `id: N` (in 32 digits)
+    /// and the document
     /// on one `data:` line (its CR and LF as spaces: in JSON they are only
     /// whitespace between tokens), framed as one chunk; and deflated by a
     /// fresh compressor, sync-flushed, as another.
@@ -1237,7 +1239,9 @@ impl Feed {
         let body = std::fs::read(&self.path)?;
         self.version += 1;
         let mut event = Vec::with_capacity(body.len() + 32);
-        event.extend_from_slice(format!("id: {}\ndata: ", self.version).as_bytes());
+        // The id as long as celer's (32 hexadecimal digits, its content
+        // hash), so that the stream's bytes are the same length.
+        event.extend_from_slice(format!("id: {:032x}\ndata: ", self.version).as_bytes());
         event.extend(
             body.iter()
                 .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),

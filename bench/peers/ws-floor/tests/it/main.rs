@@ -410,6 +410,11 @@ fn feed_file(tag: &str) -> std::path::PathBuf {
     file
 }
 
+/// The event of version `n` of a feed: its id, as long as celer's.
+fn event(n: u32, data: &str) -> String {
+    format!("id: {n:032x}\ndata: {data}\n\n")
+}
+
 /// Replaces the feed's file as `celer bench --sse` does: a sibling file
 /// renamed over it.
 fn rename_over(file: &std::path::Path, body: &[u8]) {
@@ -460,19 +465,19 @@ fn sse_sends_the_current_version_then_each_change() {
     assert_eq!(header(&got, "content-encoding"), None);
     assert_eq!(
         read_chunk(&mut s),
-        b"id: 1\ndata: {\"v\":1, \"rows\":[1,2,3]}\n\n"
+        event(1, r#"{"v":1, "rows":[1,2,3]}"#).as_bytes()
     );
     let (mut other, _) = subscribe(&floor, "");
     assert_eq!(
         read_chunk(&mut other),
-        b"id: 1\ndata: {\"v\":1, \"rows\":[1,2,3]}\n\n"
+        event(1, r#"{"v":1, "rows":[1,2,3]}"#).as_bytes()
     );
     rename_over(&file, b"{\"v\":2}");
     for s in [&mut s, &mut other] {
-        assert_eq!(read_chunk(s), b"id: 2\ndata: {\"v\":2}\n\n");
+        assert_eq!(read_chunk(s), event(2, r#"{"v":2}"#).as_bytes());
     }
     std::fs::write(&file, b"{\"v\":3}\r\n").expect("write in place");
-    assert_eq!(read_chunk(&mut s), b"id: 3\ndata: {\"v\":3}  \n\n");
+    assert_eq!(read_chunk(&mut s), event(3, r#"{"v":3}  "#).as_bytes());
 
     let mut s = connect(&floor);
     let got = head(
@@ -508,12 +513,12 @@ fn sse_gzip_streams_decode_to_the_events() {
     let mut z = Decompress::new(false);
     assert_eq!(
         inflate(&mut z, &first[10..]),
-        b"id: 1\ndata: {\"v\":1, \"rows\":[1,2,3]}\n\n"
+        event(1, r#"{"v":1, "rows":[1,2,3]}"#).as_bytes()
     );
     let big = format!("{{\"v\":2,\"pad\":\"{}\"}}", "ab".repeat(20_000));
     rename_over(&file, big.as_bytes());
     let second = read_chunk(&mut s);
-    let want = format!("id: 2\ndata: {big}\n\n");
+    let want = event(2, &big);
     assert_eq!(inflate(&mut z, &second), want.as_bytes());
     assert!(second.ends_with(&[0, 0, 0xff, 0xff]), "a sync flush");
     assert_eq!(
@@ -643,9 +648,10 @@ fn tls_sse_streams_the_changes() {
             got.extend_from_slice(&more);
         }
     };
-    until(b"id: 1\ndata: {\"v\":1, \"rows\":[1,2,3]}\n\n");
+    until(event(1, r#"{"v":1, "rows":[1,2,3]}"#).as_bytes());
     rename_over(&file, b"{\"v\":2}");
-    until(b"id: 1\ndata: {\"v\":1, \"rows\":[1,2,3]}\n\nid: 2\ndata: {\"v\":2}\n\n");
+    let both = event(1, r#"{"v":1, "rows":[1,2,3]}"#) + &event(2, r#"{"v":2}"#);
+    until(both.as_bytes());
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(dir);
