@@ -87,7 +87,8 @@ class FeedFloor(WsFloor):
         root = run.subst["ROOT"]
         return super().argv(run, variant, port, dir_) + [
             "--doc", f"{root}/doc.json", "--sse", f"doc={root}/doc.json", "--sse", f"small={root}/small.json",
-            *([] if "-plain" in variant else ["--tls", run.cert, run.key])]
+            *([] if "-plain" in variant else ["--tls", run.cert, run.key]),
+            *(["--own-records"] if run.opts.floor_own_records and "-plain" not in variant else [])]
 
     def version(self, run):
         lock = open(os.path.join(run.bench, self.DIR, "Cargo.lock")).read()
@@ -241,6 +242,10 @@ class Feed(Scenario):
                        help="sse: subscribers (default 10000)")
         p.add_argument("--updates", type=int, default=10, metavar="K",
                        help="sse: updates of the source file per repeat (default 10)")
+        p.add_argument("--floor-own-records", action="store_true",
+                       help="the floor over TLS frames its records itself after the handshake (ring's AES-128-GCM "
+                            "on the keys rustls hands over, sealed in place, one send), not through rustls's "
+                            "buffered connection: the TLS floor with the least user-space work (decision 153)")
         p.add_argument("--realtime", action="store_true",
                        help="run the servers and the load generator at SCHED_RR priority 1 (chrt; root), for a "
                             "machine busy with other work: server CPU per request is CPU time either way, but "

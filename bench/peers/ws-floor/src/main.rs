@@ -35,10 +35,17 @@
 //! TLS 1.3 (rustls; handshakes on aws-lc-rs, records on ring's
 //! AES-128-GCM, as celer; no resumption), a
 //! `ServerConnection` per socket driven in the same loop; a fan-out event is
-//! sealed per subscriber (each has its keys) and sent with one `sendmsg`
-//! (docs/decisions/153-feed-floors-sse-and-tls.md).
+//! sealed per subscriber (each has its keys) and sent with one `sendmsg`.
 //!
-//! peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY]
+//! With `--own-records` too, once a handshake is over (and AES-128-GCM
+//! agreed) the floor takes the keys from rustls and frames the records
+//! itself: each opened in place in the read buffer (or with the partial
+//! record it completes), each answer or event
+//! sealed in place with ring and sent with one `send`, as celer's own
+//! record layer does (decision 032); a key update or alert closes the
+//! connection (docs/decisions/153-feed-floors-sse-and-tls.md).
+//!
+//! peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY [--own-records]]
 
 use std::io::{self, Read as _, Write as _};
 use std::sync::Arc;
@@ -155,6 +162,23 @@ struct Conn {
     /// The TLS session of a `--tls` server; it queues what the socket did
     /// not take itself (`queued` stays empty).
     tls: Option<Box<rustls::ServerConnection>>,
+    /// With `--own-records`, after the handshake: the session's keys, its
+    /// records opened and sealed here (then `tls` is `None` and `queued`
+    /// holds sealed bytes).
+    records: Option<Box<Records>>,
+}
+
+/// A TLS 1.3 session's record protection after its handshake (RFC 8446
+/// section 5.2), AES-128-GCM on ring, on the keys rustls hands over.
+struct Records {
+    open: ring::aead::LessSafeKey,
+    open_iv: [u8; 12],
+    open_seq: u64,
+    seal: ring::aead::LessSafeKey,
+    seal_iv: [u8; 12],
+    seal_seq: u64,
+    /// Received bytes short of a whole record.
+    partial: Vec<u8>,
 }
 
 /// What parsing a connection's bytes asks for.
@@ -194,6 +218,10 @@ struct Server {
     inotify: i32,
     /// The configuration of `--tls`.
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// `--own-records`: records framed here after the handshake.
+    own_records: bool,
+    /// Sealed records for the connection being written.
+    sealed: Vec<u8>,
 }
 
 /// What the command line asks for.
@@ -202,12 +230,15 @@ struct Options {
     doc: Option<Doc>,
     feeds: Vec<Feed>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    own_records: bool,
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = || -> ! {
-        eprintln!("usage: peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY]");
+        eprintln!(
+            "usage: peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY [--own-records]]"
+        );
         std::process::exit(2);
     };
     let port: u16 = match args.first().map(|p| p.parse()) {
@@ -241,6 +272,10 @@ fn main() {
                 let config = tls_config(cert, key)
                     .unwrap_or_else(|e| fail(&format!("cannot use --tls {cert} {key}"), &e));
                 options.tls = Some(config);
+                more
+            }
+            [flag, more @ ..] if flag == "--own-records" => {
+                options.own_records = true;
                 more
             }
             _ => usage(),
@@ -341,6 +376,7 @@ impl Server {
             doc,
             mut feeds,
             tls,
+            own_records,
         } = options;
         let mut inotify = -1;
         if !feeds.is_empty() {
@@ -373,6 +409,8 @@ impl Server {
             feeds,
             inotify,
             tls,
+            own_records,
+            sealed: Vec::with_capacity(READ_BYTES + READ_BYTES / 256),
         })
     }
 
@@ -490,6 +528,7 @@ impl Server {
                 list: usize::MAX,
                 sub: usize::MAX,
                 tls,
+                records: None,
             });
             self.open += 1;
         }
@@ -508,6 +547,8 @@ impl Server {
             fanout,
             doc,
             feeds,
+            own_records,
+            sealed,
             ..
         } = self;
         let ctx = Ctx {
@@ -526,9 +567,48 @@ impl Server {
             route,
             pending,
             tls,
+            records,
             ..
         } = conn;
         match tls {
+            None if records.is_some() => {
+                while let Some(rec) = records.as_mut() {
+                    // SAFETY: `read` is valid for its length.
+                    let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
+                    if n == 0 {
+                        lost = true;
+                        break;
+                    }
+                    if n < 0 {
+                        match errno() {
+                            libc::EAGAIN => break,
+                            libc::EINTR => continue,
+                            _ => {
+                                lost = true;
+                                break;
+                            }
+                        }
+                    }
+                    let n = n as usize;
+                    let opened = rec.open_all(&mut read[..n], |bytes| {
+                        take(route, pending, bytes, reply, fanout, &ctx)
+                    });
+                    match opened {
+                        Err(()) => {
+                            lost = true;
+                            break;
+                        }
+                        Ok(true) => {
+                            closing = true;
+                            break;
+                        }
+                        Ok(false) => {}
+                    }
+                    if n < read.len() {
+                        break;
+                    }
+                }
+            }
             None => loop {
                 // SAFETY: `read` is valid for its length.
                 let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
@@ -601,9 +681,29 @@ impl Server {
         }
         if !lost {
             // The replies, or (TLS) the handshake's next flight.
-            lost = !send_to(fd, conn, reply);
+            lost = !send_to(fd, conn, reply, sealed);
         }
         reply.clear();
+        if *own_records
+            && !lost
+            && !closing
+            && conn.tls.as_ref().is_some_and(|t| {
+                !t.is_handshaking()
+                    && !t.wants_write()
+                    && t.negotiated_cipher_suite().map(|s| s.suite())
+                        == Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256)
+            })
+        {
+            // The handshake is over and all rustls had to send is sent:
+            // from here the records are framed here.
+            match conn.tls.take().map(|t| t.dangerous_extract_secrets()) {
+                Some(Ok(secrets)) => match Records::new(secrets) {
+                    Some(records) => conn.records = Some(Box::new(records)),
+                    None => lost = true,
+                },
+                _ => lost = true,
+            }
+        }
         let list = match conn.route {
             Some(Route::Broadcast) => Some(BROADCAST_LIST),
             Some(Route::Events { list }) => Some(list),
@@ -639,11 +739,12 @@ impl Server {
             lists,
             fanout,
             dead,
+            sealed,
             ..
         } = self;
         for &fd in &lists[BROADCAST_LIST] {
             if let Some(conn) = conns[fd as usize].as_mut().filter(|c| !c.closing)
-                && !send_to(fd, conn, fanout)
+                && !send_to(fd, conn, fanout, sealed)
             {
                 dead.push(fd);
             }
@@ -710,6 +811,7 @@ impl Server {
             lists,
             feeds,
             dead,
+            sealed,
             ..
         } = self;
         let feed = &feeds[k];
@@ -719,7 +821,7 @@ impl Server {
         ] {
             for &fd in &lists[list] {
                 if let Some(conn) = conns[fd as usize].as_mut().filter(|c| !c.closing)
-                    && !send_to(fd, conn, bytes)
+                    && !send_to(fd, conn, bytes, sealed)
                 {
                     dead.push(fd);
                 }
@@ -809,9 +911,17 @@ fn has_queued(conn: &Conn) -> bool {
 }
 
 /// Sends `bytes` on a connection: plain, or sealed by its TLS session and
-/// sent with what the session has pending (one `sendmsg`); false when the
-/// connection is lost or would hold more than [`MAX_QUEUED_BYTES`].
-fn send_to(fd: i32, conn: &mut Conn, bytes: &[u8]) -> bool {
+/// sent with what the session has pending (one `sendmsg`), or sealed here
+/// into `sealed` (`--own-records`) and sent; false when the connection is
+/// lost or would hold more than [`MAX_QUEUED_BYTES`].
+fn send_to(fd: i32, conn: &mut Conn, bytes: &[u8], sealed: &mut Vec<u8>) -> bool {
+    if let Some(records) = &mut conn.records {
+        if bytes.is_empty() {
+            return true;
+        }
+        records.seal_all(bytes, sealed);
+        return send_or_queue(fd, conn, sealed);
+    }
     let Some(tls) = &mut conn.tls else {
         return send_or_queue(fd, conn, bytes);
     };
@@ -821,6 +931,125 @@ fn send_to(fd: i32, conn: &mut Conn, bytes: &[u8]) -> bool {
         return false;
     }
     flush_tls(fd, tls)
+}
+
+impl Records {
+    /// The record protection of a session's extracted secrets, if its
+    /// suite is AES-128-GCM.
+    fn new(secrets: rustls::ExtractedSecrets) -> Option<Records> {
+        use rustls::ConnectionTrafficSecrets as S;
+        let key = |s: &S| match s {
+            S::Aes128Gcm { key, iv } => {
+                let key =
+                    ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, key.as_ref()).ok()?;
+                Some((
+                    ring::aead::LessSafeKey::new(key),
+                    iv.as_ref().try_into().ok()?,
+                ))
+            }
+            _ => None,
+        };
+        let (open_seq, rx) = secrets.rx;
+        let (seal_seq, tx) = secrets.tx;
+        let (open, open_iv) = key(&rx)?;
+        let (seal, seal_iv) = key(&tx)?;
+        Some(Records {
+            open,
+            open_iv,
+            open_seq,
+            seal,
+            seal_iv,
+            seal_seq,
+            partial: Vec::new(),
+        })
+    }
+
+    /// The per-record nonce: the IV XOR the sequence number (RFC 8446
+    /// section 5.3).
+    fn nonce(iv: &[u8; 12], seq: u64) -> ring::aead::Nonce {
+        let mut n = *iv;
+        for (b, s) in n[4..].iter_mut().zip(seq.to_be_bytes()) {
+            *b ^= s;
+        }
+        ring::aead::Nonce::assume_unique_for_key(n)
+    }
+
+    /// Opens every whole record of what came (after what was kept), in
+    /// place, and hands each one's application data to `each`; keeps a
+    /// partial record. Ok(true) when `each` asks to close; Err on a bad
+    /// record, an alert or a post-handshake message (a floor refuses key
+    /// updates).
+    fn open_all(
+        &mut self,
+        data: &mut [u8],
+        mut each: impl FnMut(&[u8]) -> bool,
+    ) -> Result<bool, ()> {
+        let mut kept = std::mem::take(&mut self.partial);
+        let buf: &mut [u8] = if kept.is_empty() {
+            data
+        } else {
+            kept.extend_from_slice(data);
+            &mut kept
+        };
+        let mut at = 0;
+        let mut closing = false;
+        while buf.len() - at >= 5 {
+            let header: [u8; 5] = buf[at..at + 5].try_into().map_err(drop)?;
+            let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+            if header[0] != 0x17 || len > 16 * 1024 + 256 {
+                return Err(());
+            }
+            if buf.len() - at < 5 + len {
+                break;
+            }
+            let nonce = Records::nonce(&self.open_iv, self.open_seq);
+            self.open_seq += 1;
+            let plain = self
+                .open
+                .open_in_place(
+                    nonce,
+                    ring::aead::Aad::from(header),
+                    &mut buf[at + 5..at + 5 + len],
+                )
+                .map_err(drop)?;
+            // The content type is the last non-zero byte (padding after it).
+            let end = plain.iter().rposition(|&b| b != 0).ok_or(())?;
+            if plain[end] != 0x17 {
+                return Err(());
+            }
+            at += 5 + len;
+            if !closing && end > 0 {
+                closing = each(&plain[..end]);
+            }
+        }
+        let rest = buf[at..].to_vec();
+        self.partial = rest;
+        Ok(closing)
+    }
+
+    /// Seals `plain` as application-data records of at most 16 KiB into
+    /// `out` (cleared first).
+    fn seal_all(&mut self, plain: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        for part in plain.chunks(16 * 1024) {
+            let len = part.len() + 1 + 16;
+            let header = [0x17, 0x03, 0x03, (len >> 8) as u8, len as u8];
+            out.extend_from_slice(&header);
+            let start = out.len();
+            out.extend_from_slice(part);
+            out.push(0x17);
+            let nonce = Records::nonce(&self.seal_iv, self.seal_seq);
+            self.seal_seq += 1;
+            match self.seal.seal_in_place_separate_tag(
+                nonce,
+                ring::aead::Aad::from(header),
+                &mut out[start..],
+            ) {
+                Ok(tag) => out.extend_from_slice(tag.as_ref()),
+                Err(_) => unreachable!("AES-GCM seals any record of at most 16 KiB"),
+            }
+        }
+    }
 }
 
 /// Writes a TLS session's pending records until the socket is full;
@@ -905,6 +1134,8 @@ fn tls_config(
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config.send_tls13_tickets = 0;
     config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    // `--own-records` takes the keys once the handshake is over.
+    config.enable_secret_extraction = true;
     Ok(Arc::new(config))
 }
 

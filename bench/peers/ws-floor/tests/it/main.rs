@@ -567,19 +567,27 @@ fn curl(args: &[&str]) -> String {
 }
 
 /// `--tls`: the document's answers over TLS 1.3 (AES-128-GCM, HTTP/1.1 by
-/// ALPN), two on one connection, and 304 for its ETag.
+/// ALPN), two on one connection, and 304 for its ETag; through rustls's
+/// connection, and with `--own-records` sealed and opened by the floor.
 #[test]
 fn tls_answers_polls() {
-    let (dir, body, _) = doc_files("tls");
+    tls_polls("");
+    tls_polls("--own-records");
+}
+
+fn tls_polls(mode: &str) {
+    let (dir, body, _) = doc_files(&format!("tls{mode}"));
     let (cert, key) = cert(&dir);
     let file = dir.join("doc.json");
-    let floor = start_with(&[
+    let mut args = vec![
         "--doc",
         file.to_str().expect("a UTF-8 path"),
         "--tls",
         &cert,
         &key,
-    ]);
+    ];
+    args.extend([mode].into_iter().filter(|m| !m.is_empty()));
+    let floor = start_with(&args);
     let url = format!("https://127.0.0.1:{}/doc.json", floor.port);
     let got = curl(&[
         "-w",
@@ -615,14 +623,22 @@ fn tls_answers_polls() {
 }
 
 /// `--tls` with `--sse`: the gzip-coded stream over TLS, read by curl,
-/// decodes to the current version and then the change.
+/// decodes to the current version and then the change (through rustls's
+/// connection, and with `--own-records`).
 #[test]
 fn tls_sse_streams_the_changes() {
-    let file = feed_file("tls");
+    tls_sse("");
+    tls_sse("--own-records");
+}
+
+fn tls_sse(mode: &str) {
+    let file = feed_file(&format!("tls{mode}"));
     let dir = file.parent().expect("its directory").to_path_buf();
     let (cert, key) = cert(&dir);
     let spec = format!("doc={}", file.to_str().expect("a UTF-8 path"));
-    let floor = start_with(&["--sse", &spec, "--tls", &cert, &key]);
+    let mut args = vec!["--sse", &spec, "--tls", &cert, &key];
+    args.extend([mode].into_iter().filter(|m| !m.is_empty()));
+    let floor = start_with(&args);
     let url = format!("https://127.0.0.1:{}/feeds/doc/events", floor.port);
     let mut child = Command::new("curl")
         .args(["-skN", "--compressed", "--max-time", "10", &url])
