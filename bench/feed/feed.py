@@ -5,15 +5,18 @@ HTTPS keep-alive, conditional (If-None-Match, answered 304) and full (a
 (connections ramped during the warm-up, server CPU counted after it) and at
 1,000 with wrk; and the SSE fan-out latency of `celer bench --sse` (the
 bench rewrites the source file and times each subscriber's receipt of each
-version); and, over plain HTTP, celer beside the floor (bench/peers/ws-floor
-with --doc: the least user-space work a poll can take) for what the kernel
-alone costs at 10,000 connections. It runs on bench/run's driver (pinning, interleaving, medians,
-records), with this scenario added."""
+version); and the floor (bench/peers/ws-floor with --doc, --sse and --tls:
+the least user-space work a poll or a fan-out can take) on the polling
+loads, over HTTPS and plain HTTP, and on the SSE loads, for what the kernel
+and TLS alone cost at 10,000 connections (decisions 132, 153). It runs on
+bench/run's driver (pinning, interleaving, medians, records), with this
+scenario added."""
 
 import gzip
 import json
 import math
 import os
+import re
 import subprocess
 import time
 
@@ -72,12 +75,28 @@ class NginxFeed(Nginx):
 
 
 class FeedFloor(WsFloor):
-    """bench/peers/ws-floor with `--doc`: the polling loads' floor, plain HTTP
-    only (docs/decisions/132-polling-floor.md): one thread, raw epoll, each
-    request answered from one of three responses made at start."""
+    """bench/peers/ws-floor as the feed's floor: one thread, raw epoll.
+    `--doc`: each poll answered from one of three responses made at start
+    (docs/decisions/132-polling-floor.md); `--sse` for both feeds: each
+    change of the file read once, its event (and its gzip segment) built
+    once and sent in a plain loop; `--tls` with the bench's certificate
+    unless the variant is a -plain one, as celer
+    (docs/decisions/153-feed-floors-sse-and-tls.md)."""
 
     def argv(self, run, variant, port, dir_):
-        return super().argv(run, variant, port, dir_) + ["--doc", os.path.join(run.subst["ROOT"], "doc.json")]
+        root = run.subst["ROOT"]
+        return super().argv(run, variant, port, dir_) + [
+            "--doc", f"{root}/doc.json", "--sse", f"doc={root}/doc.json", "--sse", f"small={root}/small.json",
+            *([] if "-plain" in variant else ["--tls", run.cert, run.key]),
+            *(["--own-records"] if run.opts.floor_own_records and "-plain" not in variant else [])]
+
+    def version(self, run):
+        lock = open(os.path.join(run.bench, self.DIR, "Cargo.lock")).read()
+        v = dict(re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', lock))
+        return (f"bench/{self.DIR} peer-ws-floor: libc {v.get('libc')}, rustls {v.get('rustls')} (TLS 1.3; "
+                f"handshakes on aws-lc-rs {v.get('aws-lc-rs')}, records on ring {v.get('ring')}, AES-128-GCM), "
+                f"flate2 {v.get('flate2')} on zlib-rs "
+                f"{v.get('zlib-rs')} (one thread, edge-triggered epoll, inotify; --doc, --sse, --tls)")
 
 
 NAN = float("nan")
@@ -178,27 +197,31 @@ class Feed(Scenario):
         **({"base": Realtime(Celer("celer-cli", "celer", "CELER_BASE_BIN", celer_args, cwd="."))}
            if os.environ.get("CELER_BASE_BIN") else {}),
     }
-    # The floor speaks plain HTTP only: the -plain loads.
     tls = ("celer", "go", "nginx")
-    cases = [Case("conditional", variant="https", scheme="https", servers=tls),
-             Case("full-gzip", variant="https", scheme="https", headers=("Accept-Encoding: gzip",), servers=tls),
+    # The floor over TLS on the two celer-bench polling loads (decision 153),
+    # and on every SSE load.
+    tls_floor = tls + ("floor",)
+    sse = ("celer", "base", "floor")
+    cases = [Case("conditional", variant="https", scheme="https", servers=tls_floor),
+             Case("full-gzip", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
+                  servers=tls_floor),
              Case("conditional-wrk", variant="https", scheme="https", servers=tls),
              Case("full-gzip-wrk", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
                   servers=tls),
              Case("conditional-plain", variant="http-plain", scheme="http", servers=("celer", "floor")),
              Case("full-gzip-plain", variant="http-plain", scheme="http", headers=("Accept-Encoding: gzip",),
                   servers=("celer", "floor")),
-             Case("sse", variant="https", scheme="https", idle=True, servers=("celer", "base")),
-             Case("sse-small", variant="https", scheme="https", idle=True, servers=("celer", "base")),
-             Case("sse-plain", variant="http", scheme="http", idle=True, servers=("celer", "base")),
-             Case("sse-small-plain", variant="http", scheme="http", idle=True, servers=("celer", "base")),
-             Case("sse-gzip", variant="https", scheme="https", idle=True, headers=GZIP, servers=("celer", "base")),
+             Case("sse", variant="https", scheme="https", idle=True, servers=sse),
+             Case("sse-small", variant="https", scheme="https", idle=True, servers=sse),
+             Case("sse-plain", variant="http", scheme="http", idle=True, servers=sse),
+             Case("sse-small-plain", variant="http", scheme="http", idle=True, servers=sse),
+             Case("sse-gzip", variant="https", scheme="https", idle=True, headers=GZIP, servers=sse),
              Case("sse-small-gzip", variant="https", scheme="https", idle=True, headers=GZIP,
-                  servers=("celer", "base")),
+                  servers=sse),
              Case("sse-plain-gzip", variant="http", scheme="http", idle=True, headers=GZIP,
-                  servers=("celer", "base")),
+                  servers=sse),
              Case("sse-small-plain-gzip", variant="http", scheme="http", idle=True, headers=GZIP,
-                  servers=("celer", "base"))]
+                  servers=sse)]
     columns = FEED_COLUMNS
     head_paths = ()
     loadgen = FeedLoad()
@@ -219,6 +242,10 @@ class Feed(Scenario):
                        help="sse: subscribers (default 10000)")
         p.add_argument("--updates", type=int, default=10, metavar="K",
                        help="sse: updates of the source file per repeat (default 10)")
+        p.add_argument("--floor-own-records", action="store_true",
+                       help="the floor over TLS frames its records itself after the handshake (ring's AES-128-GCM "
+                            "on the keys rustls hands over, sealed in place, one send), not through rustls's "
+                            "buffered connection: the TLS floor with the least user-space work (decision 153)")
         p.add_argument("--realtime", action="store_true",
                        help="run the servers and the load generator at SCHED_RR priority 1 (chrt; root), for a "
                             "machine busy with other work: server CPU per request is CPU time either way, but "
@@ -229,7 +256,8 @@ class Feed(Scenario):
                 "the server's current ETag, every answer a 304; or Accept-Encoding: gzip, the 50 KiB document "
                 "compressed), the connections opened over --ramp during --warmup and server CPU per request "
                 "counted after it; conditional-wrk and full-gzip-wrk, the same with `wrk -t1` at --wrk-conns "
-                "(server CPU over the whole run); sse (celer only: the Go service and nginx have no event "
+                "(server CPU over the whole run); the floor (bench/peers/ws-floor --doc --tls, decision 153) runs "
+                "conditional and full-gzip beside celer, Go and nginx; sse (celer and the floor: the Go service and nginx have no event "
                 "stream): `celer bench --sse` with --subscribers subscribers to /feeds/doc/events, the bench "
                 "rewriting doc.json --updates times and timing each subscriber's receipt of each version from "
                 "the write (p50, p99, max), the server's RSS per subscriber and CPU per delivery, a fresh "
@@ -431,6 +459,13 @@ class Feed(Scenario):
                             f"(target <= {target}x: {verdict})\n")
         floor_lines = ""
         for sc in ("conditional", "full-gzip"):
+            f, g, c = med(sc, "floor"), med(sc, "go"), med(sc, "celer")
+            if f == f and g == g and g > 0:
+                floor_lines += (f"  {sc:<16} floor over HTTPS / Go over HTTPS: {f:.2f} / {g:.2f} us = {f / g:.2f}x "
+                                f"({'below' if f / g <= 0.33 else 'ABOVE'} the 0.33x target)\n")
+            if f == f and c == c and f > 0:
+                floor_lines += f"  {sc:<16} celer/floor, both HTTPS: {c:.2f} / {f:.2f} us = {c / f:.2f}x\n"
+        for sc in ("conditional", "full-gzip"):
             f, g, c = med(sc + "-plain", "floor"), med(sc, "go"), med(sc + "-plain", "celer")
             if f == f and g == g and g > 0:
                 floor_lines += (f"  {sc:<16} floor over plain HTTP / Go over HTTPS: {f:.2f} / {g:.2f} us = {f / g:.2f}x "
@@ -438,15 +473,18 @@ class Feed(Scenario):
             if f == f and c == c and f > 0:
                 floor_lines += f"  {sc + '-plain':<16} celer/floor, both plain HTTP: {c:.2f} / {f:.2f} us = {c / f:.2f}x\n"
         if floor_lines:
-            out += ("The floor (decision 132): no server answering over HTTPS can spend less than the floor does "
-                    "over plain HTTP with the same system calls:\n" + floor_lines)
+            out += ("The floor (decisions 132, 153): the least user-space work a poll takes, over HTTPS (one "
+                    "rustls connection per socket opening each request and sealing each answer) and over plain "
+                    "HTTP:\n" + floor_lines)
         p99s = {}
-        for name, server in [(n, s) for n in SSE_LOADS for s in ("celer", "base")]:
+        who = {"celer": "", "base": " (base build, CELER_BASE_BIN)",
+               "floor": " (the floor: bench/peers/ws-floor --sse, decision 153)"}
+        for name, server in [(n, s) for n in SSE_LOADS for s in ("celer", "base", "floor")]:
             sse = [r for r in rows if r["scenario"] == name and r["server"] == server]
             if not sse:
                 continue
             num = lambda r, k: float(r[k]) if r.get(k) not in (None, "") else NAN
-            out += (f"\n{name}{'' if server == 'celer' else ' (base build, CELER_BASE_BIN)'}: SSE fan-out (celer bench --sse, celer only: the Go service and nginx have no event stream), "
+            out += (f"\n{name}{who[server]}: SSE fan-out (celer bench --sse; the Go service and nginx have no event stream), "
                     "from the write of the source file to the receipt of the new version, over subscribers x "
                     "updates; a fresh server per repeat:\n\n")
             hdr = (f"{'repeat':>6} {'ready':>6} {'doc B':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
@@ -461,8 +499,8 @@ class Feed(Scenario):
             p99s[name, server] = p99
             per = median(sse, "bytes_per_sub")
             out += (f"  median p99 {fmt(p99 / 1e3, 1)} ms (target <= 100 ms: {'met' if p99 <= 100e3 else 'NOT met'}); "
-                    f"median RSS per subscriber {fmt(per)} B (target <= 4096 B: "
-                    f"{'met' if per <= 4096 else 'NOT met'})\n")
+                    f"median RSS per subscriber {fmt(per)} B" + (" (a floor's, no target)\n" if server == "floor" else
+                                                                 f" (target <= 4096 B: {'met' if per <= 4096 else 'NOT met'})\n"))
         for name in SSE_LOADS[:4]:
             if (name, "celer") in p99s and (name + "-gzip", "celer") in p99s:
                 c, g = p99s[name, "celer"], p99s[name + "-gzip", "celer"]
@@ -472,6 +510,18 @@ class Feed(Scenario):
             if (name, "celer") in p99s and (name, "base") in p99s:
                 c, b = p99s[name, "celer"], p99s[name, "base"]
                 out += f"\n{name}: median p99 celer / base = {c / 1e3:.1f} / {b / 1e3:.1f} ms = {c / b:.2f}x"
+        floors = [name for name in SSE_LOADS if (name, "floor") in p99s]
+        if floors:
+            out += ("\n\nThe SSE floor (decision 153): the least user-space work the fan-out takes (one event built "
+                    "once, a plain send loop; over TLS sealed per subscriber), against issue 19's p99 <= 100 ms:\n")
+            for name in floors:
+                f = p99s[name, "floor"]
+                out += (f"  {name:<20} floor median p99 {f / 1e3:.1f} ms "
+                        f"({'within' if f <= 100e3 else 'OVER'} the 100 ms target)")
+                if (name, "celer") in p99s and f > 0:
+                    c = p99s[name, "celer"]
+                    out += f"; celer/floor {c / 1e3:.1f} / {f / 1e3:.1f} ms = {c / f:.2f}x"
+                out += "\n"
         return out
 
     def case(self, name):

@@ -21,9 +21,34 @@
 //! keep-alive connection, one `send` per readable batch
 //! (docs/decisions/132-polling-floor.md).
 //!
-//! peer-ws-floor PORT [--doc FILE]
+//! With `--sse NAME=FILE` (repeatable) it is the floor of the feed's SSE
+//! loads: `GET /feeds/NAME/events` answers a chunked `text/event-stream`
+//! whose first event is the file's current version; the file's directory
+//! is watched with inotify, and each change (a rename over it, or a write
+//! closed) makes one event, `id: N` (32 hex digits, as long as celer's
+//! content hash), `data:` the file with its line breaks
+//! as spaces, built once and then written to every subscriber in a plain
+//! loop. A request offering gzip gets the stream gzip-coded: the gzip
+//! header once, then each event deflated once by a fresh compressor and
+//! sync-flushed, the same bytes for every gzip subscriber (no trailer: the
+//! stream never ends cleanly). With `--tls CERT KEY` every connection is
+//! TLS 1.3 (rustls; handshakes on aws-lc-rs, records on ring's
+//! AES-128-GCM, as celer; no resumption), a
+//! `ServerConnection` per socket driven in the same loop; a fan-out event is
+//! sealed per subscriber (each has its keys) and sent with one `sendmsg`.
+//!
+//! With `--own-records` too, once a handshake is over (and AES-128-GCM
+//! agreed) the floor takes the keys from rustls and frames the records
+//! itself: each opened in place in the read buffer (or with the partial
+//! record it completes), each answer or event
+//! sealed in place with ring and sent with one `send`, as celer's own
+//! record layer does (decision 032); a key update or alert closes the
+//! connection (docs/decisions/153-feed-floors-sse-and-tls.md).
+//!
+//! peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY [--own-records]]
 
-use std::io;
+use std::io::{self, Read as _, Write as _};
+use std::sync::Arc;
 
 use base64::Engine as _;
 
@@ -44,6 +69,13 @@ const MAX_QUEUED_BYTES: usize = 256 * 1024;
 const READ_BYTES: usize = 64 * 1024;
 /// Events taken by one `epoll_wait`.
 const EVENTS_AT_ONCE: usize = 1024;
+/// The deflate level of gzip-coded events: zlib's default, as celer's.
+const GZIP_LEVEL: u32 = 6;
+/// The gzip member header (RFC 1952 section 2.3): deflate, no flags, no
+/// time, unknown OS.
+const GZIP_HEADER: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff";
+/// The fan-out list of `/broadcast` (each feed has two more: plain, gzip).
+const BROADCAST_LIST: usize = 0;
 
 /// The answer to a head longer than [`MAX_HEAD_BYTES`].
 const TOO_LARGE: &[u8] =
@@ -77,6 +109,28 @@ enum Route {
     Broadcast,
     /// Plain HTTP/1.1 requests for the document, one after another.
     Document,
+    /// An event stream, subscribed to the fan-out list `list` (its bytes
+    /// from the client are ignored).
+    Events {
+        list: usize,
+    },
+}
+
+/// A feed of `--sse`: its file and its current event, framed as a chunk.
+struct Feed {
+    name: String,
+    path: std::path::PathBuf,
+    /// The file's name in its directory, as inotify reports it.
+    file_name: Vec<u8>,
+    /// The inotify watch of the file's directory.
+    watch: i32,
+    /// The versions read so far: the events' ids.
+    version: u64,
+    /// The current event as one chunk, plain and as a gzip segment; and
+    /// the first chunk of a gzip stream (the header, then the segment).
+    plain: Vec<u8>,
+    gzip: Vec<u8>,
+    gzip_first: Vec<u8>,
 }
 
 /// The document of `--doc`: its three answers, made once.
@@ -102,8 +156,29 @@ struct Conn {
     queued: Vec<u8>,
     /// Close the connection once `queued` is sent.
     closing: bool,
-    /// Index in the subscribers of `/broadcast`.
+    /// The fan-out list it is in (`Server::lists`) and its index there.
+    list: usize,
     sub: usize,
+    /// The TLS session of a `--tls` server; it queues what the socket did
+    /// not take itself (`queued` stays empty).
+    tls: Option<Box<rustls::ServerConnection>>,
+    /// With `--own-records`, after the handshake: the session's keys, its
+    /// records opened and sealed here (then `tls` is `None` and `queued`
+    /// holds sealed bytes).
+    records: Option<Box<Records>>,
+}
+
+/// A TLS 1.3 session's record protection after its handshake (RFC 8446
+/// section 5.2), AES-128-GCM on ring, on the keys rustls hands over.
+struct Records {
+    open: ring::aead::LessSafeKey,
+    open_iv: [u8; 12],
+    open_seq: u64,
+    seal: ring::aead::LessSafeKey,
+    seal_iv: [u8; 12],
+    seal_seq: u64,
+    /// Received bytes short of a whole record.
+    partial: Vec<u8>,
 }
 
 /// What parsing a connection's bytes asks for.
@@ -123,9 +198,12 @@ struct Server {
     conns: Vec<Option<Conn>>,
     open: usize,
     limit: usize,
-    /// Descriptors of the `/broadcast` connections.
-    subs: Vec<i32>,
+    /// The fan-out lists' descriptors: `/broadcast`'s, then per feed its
+    /// plain and its gzip subscribers.
+    lists: Vec<Vec<i32>>,
     read: Vec<u8>,
+    /// Plaintext taken from a TLS session.
+    plain: Vec<u8>,
     /// Frames for the connection being read (echoes, pongs, closes).
     reply: Vec<u8>,
     /// Frames for every subscriber.
@@ -134,30 +212,76 @@ struct Server {
     dead: Vec<i32>,
     /// The document of `--doc`.
     doc: Option<Doc>,
+    /// The feeds of `--sse`, and the inotify descriptor watching them (-1
+    /// with none).
+    feeds: Vec<Feed>,
+    inotify: i32,
+    /// The configuration of `--tls`.
+    tls: Option<Arc<rustls::ServerConfig>>,
+    /// `--own-records`: records framed here after the handshake.
+    own_records: bool,
+    /// Sealed records for the connection being written.
+    sealed: Vec<u8>,
+}
+
+/// What the command line asks for.
+#[derive(Default)]
+struct Options {
+    doc: Option<Doc>,
+    feeds: Vec<Feed>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    own_records: bool,
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = || -> ! {
-        eprintln!("usage: peer-ws-floor PORT [--doc FILE]");
+        eprintln!(
+            "usage: peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY [--own-records]]"
+        );
         std::process::exit(2);
     };
     let port: u16 = match args.first().map(|p| p.parse()) {
         Some(Ok(port)) => port,
         _ => usage(),
     };
-    let doc = match &args[1..] {
-        [] => None,
-        [flag, file] if flag == "--doc" => match Doc::load(file) {
-            Ok(doc) => Some(doc),
-            Err(e) => {
-                eprintln!("peer-ws-floor: cannot read --doc {file}: {e}");
-                std::process::exit(1);
-            }
-        },
-        _ => usage(),
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        eprintln!("peer-ws-floor: {what}: {e}");
+        std::process::exit(1);
     };
-    match Server::new(port, doc) {
+    let mut options = Options::default();
+    let mut rest = &args[1..];
+    while !rest.is_empty() {
+        rest = match rest {
+            [flag, file, more @ ..] if flag == "--doc" => {
+                let doc = Doc::load(file)
+                    .unwrap_or_else(|e| fail(&format!("cannot read --doc {file}"), &e));
+                options.doc = Some(doc);
+                more
+            }
+            [flag, spec, more @ ..] if flag == "--sse" => {
+                let Some((name, file)) = spec.split_once('=') else {
+                    usage()
+                };
+                let feed = Feed::load(name, file)
+                    .unwrap_or_else(|e| fail(&format!("cannot read --sse {spec}"), &e));
+                options.feeds.push(feed);
+                more
+            }
+            [flag, cert, key, more @ ..] if flag == "--tls" => {
+                let config = tls_config(cert, key)
+                    .unwrap_or_else(|e| fail(&format!("cannot use --tls {cert} {key}"), &e));
+                options.tls = Some(config);
+                more
+            }
+            [flag, more @ ..] if flag == "--own-records" => {
+                options.own_records = true;
+                more
+            }
+            _ => usage(),
+        };
+    }
+    match Server::new(port, options) {
         Ok(mut server) => {
             eprintln!(
                 "peer-ws-floor listening on 127.0.0.1:{port} (at most {} connections)",
@@ -189,7 +313,7 @@ fn errno() -> i32 {
 }
 
 impl Server {
-    fn new(port: u16, doc: Option<Doc>) -> io::Result<Server> {
+    fn new(port: u16, options: Options) -> io::Result<Server> {
         // The open-file limit up to its hard limit; the connection limit
         // stays below it, so that `accept` never fails for want of one.
         let mut lim = libc::rlimit {
@@ -248,18 +372,45 @@ impl Server {
         };
         // SAFETY: registering descriptors the server owns.
         check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, listener, &mut ev) })?;
+        let Options {
+            doc,
+            mut feeds,
+            tls,
+            own_records,
+        } = options;
+        let mut inotify = -1;
+        if !feeds.is_empty() {
+            // SAFETY: creating an inotify instance owned by the server.
+            inotify = check(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) })?;
+            for feed in &mut feeds {
+                feed.watch = watch(inotify, &feed.path)?;
+            }
+            // Level-triggered, as the listener.
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: inotify as u64,
+            };
+            // SAFETY: registering a descriptor the server owns.
+            check(unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, inotify, &mut ev) })?;
+        }
         Ok(Server {
             epoll,
             listener,
             conns: Vec::new(),
             open: 0,
             limit,
-            subs: Vec::new(),
+            lists: vec![Vec::new(); 1 + 2 * feeds.len()],
             read: vec![0; READ_BYTES],
+            plain: vec![0; READ_BYTES],
             reply: Vec::with_capacity(READ_BYTES),
             fanout: Vec::with_capacity(READ_BYTES),
             dead: Vec::new(),
             doc,
+            feeds,
+            inotify,
+            tls,
+            own_records,
+            sealed: Vec::with_capacity(READ_BYTES + READ_BYTES / 256),
         })
     }
 
@@ -280,6 +431,10 @@ impl Server {
                 let fd = ev.u64 as i32;
                 if fd == self.listener {
                     self.accept_all();
+                    continue;
+                }
+                if fd == self.inotify {
+                    self.changed();
                     continue;
                 }
                 // A descriptor closed earlier in this batch may have been
@@ -350,30 +505,56 @@ impl Server {
             if self.conns.len() <= i {
                 self.conns.resize_with(i + 1, || None);
             }
+            let tls = match &self.tls {
+                None => None,
+                Some(config) => match rustls::ServerConnection::new(config.clone()) {
+                    Ok(mut tls) => {
+                        // What a subscriber that does not read may hold.
+                        tls.set_buffer_limit(Some(MAX_QUEUED_BYTES));
+                        Some(Box::new(tls))
+                    }
+                    Err(_) => {
+                        // SAFETY: closing the descriptor just accepted.
+                        unsafe { libc::close(fd) };
+                        continue;
+                    }
+                },
+            };
             self.conns[i] = Some(Conn {
                 route: None,
                 pending: Vec::new(),
                 queued: Vec::new(),
                 closing: false,
+                list: usize::MAX,
                 sub: usize::MAX,
+                tls,
+                records: None,
             });
             self.open += 1;
         }
     }
 
-    /// Reads what the socket has, parses it, sends the replies with one
-    /// `send`, and broadcasts what came on `/broadcast`.
+    /// Reads what the socket has (through its TLS session, if any), parses
+    /// it, sends the replies with one `send`, and broadcasts what came on
+    /// `/broadcast`.
     fn readable(&mut self, fd: i32) {
         let Server {
             conns,
-            subs,
+            lists,
             read,
+            plain,
             reply,
             fanout,
             doc,
+            feeds,
+            own_records,
+            sealed,
             ..
         } = self;
-        let doc = doc.as_ref();
+        let ctx = Ctx {
+            doc: doc.as_ref(),
+            feeds,
+        };
         let Some(conn) = conns.get_mut(fd as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -382,57 +563,162 @@ impl Server {
             return;
         }
         let (mut lost, mut closing) = (false, false);
-        loop {
-            // SAFETY: `read` is valid for its length.
-            let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
-            if n == 0 {
-                lost = true;
-                break;
-            }
-            if n < 0 {
-                match errno() {
-                    libc::EAGAIN => break,
-                    libc::EINTR => continue,
-                    _ => {
+        let Conn {
+            route,
+            pending,
+            tls,
+            records,
+            ..
+        } = conn;
+        match tls {
+            None if records.is_some() => {
+                while let Some(rec) = records.as_mut() {
+                    // SAFETY: `read` is valid for its length.
+                    let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
+                    if n == 0 {
                         lost = true;
+                        break;
+                    }
+                    if n < 0 {
+                        match errno() {
+                            libc::EAGAIN => break,
+                            libc::EINTR => continue,
+                            _ => {
+                                lost = true;
+                                break;
+                            }
+                        }
+                    }
+                    let n = n as usize;
+                    let opened = rec.open_all(&mut read[..n], |bytes| {
+                        take(route, pending, bytes, reply, fanout, &ctx)
+                    });
+                    match opened {
+                        Err(()) => {
+                            lost = true;
+                            break;
+                        }
+                        Ok(true) => {
+                            closing = true;
+                            break;
+                        }
+                        Ok(false) => {}
+                    }
+                    if n < read.len() {
                         break;
                     }
                 }
             }
-            let n = n as usize;
-            let parsed = if conn.pending.is_empty() {
-                let parsed = parse(&mut conn.route, &read[..n], reply, fanout, doc);
-                if let Parsed::More(at) = parsed {
-                    conn.pending.extend_from_slice(&read[at..n]);
+            None => loop {
+                // SAFETY: `read` is valid for its length.
+                let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
+                if n == 0 {
+                    lost = true;
+                    break;
                 }
-                parsed
-            } else {
-                conn.pending.extend_from_slice(&read[..n]);
-                let parsed = parse(&mut conn.route, &conn.pending, reply, fanout, doc);
-                if let Parsed::More(at) = parsed {
-                    conn.pending.drain(..at);
+                if n < 0 {
+                    match errno() {
+                        libc::EAGAIN => break,
+                        libc::EINTR => continue,
+                        _ => {
+                            lost = true;
+                            break;
+                        }
+                    }
                 }
-                parsed
-            };
-            if matches!(parsed, Parsed::Close) {
-                closing = true;
-                break;
+                let n = n as usize;
+                if take(route, pending, &read[..n], reply, fanout, &ctx) {
+                    closing = true;
+                    break;
+                }
+                // A short read took all there was; a new arrival brings a new
+                // edge. A full one may have left more.
+                if n < read.len() {
+                    break;
+                }
+            },
+            Some(tls) => 'records: loop {
+                match tls.read_tls(&mut Sock(fd)) {
+                    Ok(0) => {
+                        lost = true;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        lost = true;
+                        break;
+                    }
+                }
+                if tls.process_new_packets().is_err() {
+                    // The alert rustls queued goes out; then the close.
+                    flush_tls(fd, tls);
+                    lost = true;
+                    break;
+                }
+                loop {
+                    match tls.reader().read(plain) {
+                        // The client's close_notify.
+                        Ok(0) => {
+                            lost = true;
+                            break 'records;
+                        }
+                        Ok(n) => {
+                            if take(route, pending, &plain[..n], reply, fanout, &ctx) {
+                                closing = true;
+                                break 'records;
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(_) => {
+                            lost = true;
+                            break 'records;
+                        }
+                    }
+                }
+            },
+        }
+        if !lost {
+            // The replies, or (TLS) the handshake's next flight.
+            lost = !send_to(fd, conn, reply, sealed);
+        }
+        reply.clear();
+        if *own_records
+            && !lost
+            && !closing
+            && conn.tls.as_ref().is_some_and(|t| {
+                !t.is_handshaking()
+                    && !t.wants_write()
+                    && t.negotiated_cipher_suite().map(|s| s.suite())
+                        == Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256)
+            })
+        {
+            // The handshake is over and all rustls had to send is sent:
+            // from here the records are framed here.
+            match conn.tls.take().map(|t| t.dangerous_extract_secrets()) {
+                Some(Ok(secrets)) => match Records::new(secrets) {
+                    Some(records) => conn.records = Some(Box::new(records)),
+                    None => lost = true,
+                },
+                _ => lost = true,
             }
-            // A short read took all there was; a new arrival brings a new
-            // edge. A full one may have left more.
-            if n < read.len() {
-                break;
-            }
         }
-        if !reply.is_empty() {
-            lost |= !send_or_queue(fd, conn, reply);
-            reply.clear();
+        let list = match conn.route {
+            Some(Route::Broadcast) => Some(BROADCAST_LIST),
+            Some(Route::Events { list }) => Some(list),
+            _ => None,
+        };
+        if let Some(list) = list
+            && conn.sub == usize::MAX
+            && !lost
+            && !closing
+        {
+            conn.list = list;
+            conn.sub = lists[list].len();
+            lists[list].push(fd);
         }
-        if conn.route == Some(Route::Broadcast) && conn.sub == usize::MAX && !lost && !closing {
-            conn.sub = subs.len();
-            subs.push(fd);
-        }
-        if closing && !lost && !conn.queued.is_empty() {
+        if closing && !lost && has_queued(conn) {
             // The close goes after what is queued; `writable` closes.
             conn.closing = true;
             closing = false;
@@ -450,14 +736,15 @@ impl Server {
     fn broadcast(&mut self) {
         let Server {
             conns,
-            subs,
+            lists,
             fanout,
             dead,
+            sealed,
             ..
         } = self;
-        for &fd in subs.iter() {
+        for &fd in &lists[BROADCAST_LIST] {
             if let Some(conn) = conns[fd as usize].as_mut().filter(|c| !c.closing)
-                && !send_or_queue(fd, conn, fanout)
+                && !send_to(fd, conn, fanout, sealed)
             {
                 dead.push(fd);
             }
@@ -468,17 +755,97 @@ impl Server {
         }
     }
 
+    /// Reads the inotify events and publishes every feed whose file
+    /// changed: renamed over, or written and closed.
+    fn changed(&mut self) {
+        let mut changed = vec![false; self.feeds.len()];
+        // inotify_event is 4-byte aligned; the buffer is too.
+        let mut buf = [0u32; 1024];
+        loop {
+            // SAFETY: `buf` is valid for its length in bytes.
+            let n = unsafe { libc::read(self.inotify, buf.as_mut_ptr().cast(), size_of_val(&buf)) };
+            if n <= 0 {
+                if n < 0 && errno() == libc::EINTR {
+                    continue;
+                }
+                break;
+            }
+            // SAFETY: the kernel wrote `n` bytes of whole events.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n as usize) };
+            let mut at = 0;
+            let head = size_of::<libc::inotify_event>();
+            while at + head <= bytes.len() {
+                let field = |i: usize| {
+                    u32::from_ne_bytes(
+                        bytes[at + 4 * i..at + 4 * i + 4]
+                            .try_into()
+                            .unwrap_or([0; 4]),
+                    )
+                };
+                let (wd, len) = (field(0) as i32, field(3) as usize);
+                let name = &bytes[at + head..(at + head + len).min(bytes.len())];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+                for (k, feed) in self.feeds.iter().enumerate() {
+                    changed[k] |= feed.watch == wd && feed.file_name == name;
+                }
+                at += head + len;
+            }
+        }
+        for (k, _) in changed.iter().enumerate().filter(|(_, c)| **c) {
+            match self.feeds[k].reload() {
+                Ok(()) => self.publish(k),
+                Err(e) => eprintln!(
+                    "peer-ws-floor: cannot read feed {}: {e}",
+                    self.feeds[k].name
+                ),
+            }
+        }
+    }
+
+    /// Sends feed `k`'s current event to its subscribers: the same bytes to
+    /// every plain one, the same segment to every gzip one.
+    fn publish(&mut self, k: usize) {
+        let Server {
+            conns,
+            lists,
+            feeds,
+            dead,
+            sealed,
+            ..
+        } = self;
+        let feed = &feeds[k];
+        for (list, bytes) in [
+            (Feed::list(k, false), &feed.plain),
+            (Feed::list(k, true), &feed.gzip),
+        ] {
+            for &fd in &lists[list] {
+                if let Some(conn) = conns[fd as usize].as_mut().filter(|c| !c.closing)
+                    && !send_to(fd, conn, bytes, sealed)
+                {
+                    dead.push(fd);
+                }
+            }
+        }
+        while let Some(fd) = self.dead.pop() {
+            self.close(fd);
+        }
+    }
+
     /// Sends what a connection has queued.
     fn writable(&mut self, fd: i32) {
         let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
             return;
         };
-        if conn.queued.is_empty() {
-            return;
-        }
-        let queued = std::mem::take(&mut conn.queued);
-        let ok = send_or_queue(fd, conn, &queued);
-        if !ok || (conn.closing && conn.queued.is_empty()) {
+        let ok = match &mut conn.tls {
+            Some(tls) => flush_tls(fd, tls),
+            None if conn.queued.is_empty() => return,
+            None => {
+                let queued = std::mem::take(&mut conn.queued);
+                send_or_queue(fd, conn, &queued)
+            }
+        };
+        if !ok || (conn.closing && !has_queued(conn)) {
             self.close(fd);
         }
     }
@@ -488,8 +855,9 @@ impl Server {
             return;
         };
         if conn.sub != usize::MAX {
-            self.subs.swap_remove(conn.sub);
-            if let Some(&moved) = self.subs.get(conn.sub)
+            let subs = &mut self.lists[conn.list];
+            subs.swap_remove(conn.sub);
+            if let Some(&moved) = subs.get(conn.sub)
                 && let Some(other) = self.conns[moved as usize].as_mut()
             {
                 other.sub = conn.sub;
@@ -499,6 +867,297 @@ impl Server {
         // SAFETY: closing a descriptor the server owns (it leaves the epoll set).
         unsafe { libc::close(fd) };
     }
+}
+
+/// What parsing a request may answer from.
+struct Ctx<'a> {
+    doc: Option<&'a Doc>,
+    feeds: &'a [Feed],
+}
+
+/// Parses `bytes`, the next a connection received, after what it kept
+/// unparsed; true when the connection is to close after the replies.
+fn take(
+    route: &mut Option<Route>,
+    pending: &mut Vec<u8>,
+    bytes: &[u8],
+    reply: &mut Vec<u8>,
+    fanout: &mut Vec<u8>,
+    ctx: &Ctx,
+) -> bool {
+    let parsed = if pending.is_empty() {
+        let parsed = parse(route, bytes, reply, fanout, ctx);
+        if let Parsed::More(at) = parsed {
+            pending.extend_from_slice(&bytes[at..]);
+        }
+        parsed
+    } else {
+        pending.extend_from_slice(bytes);
+        let parsed = parse(route, pending, reply, fanout, ctx);
+        if let Parsed::More(at) = parsed {
+            pending.drain(..at);
+        }
+        parsed
+    };
+    matches!(parsed, Parsed::Close)
+}
+
+/// Whether a connection still has bytes the socket did not take.
+fn has_queued(conn: &Conn) -> bool {
+    match &conn.tls {
+        Some(tls) => tls.wants_write(),
+        None => !conn.queued.is_empty(),
+    }
+}
+
+/// Sends `bytes` on a connection: plain, or sealed by its TLS session and
+/// sent with what the session has pending (one `sendmsg`), or sealed here
+/// into `sealed` (`--own-records`) and sent; false when the connection is
+/// lost or would hold more than [`MAX_QUEUED_BYTES`].
+fn send_to(fd: i32, conn: &mut Conn, bytes: &[u8], sealed: &mut Vec<u8>) -> bool {
+    if let Some(records) = &mut conn.records {
+        if bytes.is_empty() {
+            return true;
+        }
+        records.seal_all(bytes, sealed);
+        return send_or_queue(fd, conn, sealed);
+    }
+    let Some(tls) = &mut conn.tls else {
+        return send_or_queue(fd, conn, bytes);
+    };
+    // Before the handshake ends rustls keeps the plaintext; after, it
+    // seals it now. Either way its buffer limit is MAX_QUEUED_BYTES.
+    if !bytes.is_empty() && !matches!(tls.writer().write(bytes), Ok(n) if n == bytes.len()) {
+        return false;
+    }
+    flush_tls(fd, tls)
+}
+
+impl Records {
+    /// The record protection of a session's extracted secrets, if its
+    /// suite is AES-128-GCM.
+    fn new(secrets: rustls::ExtractedSecrets) -> Option<Records> {
+        use rustls::ConnectionTrafficSecrets as S;
+        let key = |s: &S| match s {
+            S::Aes128Gcm { key, iv } => {
+                let key =
+                    ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, key.as_ref()).ok()?;
+                Some((
+                    ring::aead::LessSafeKey::new(key),
+                    iv.as_ref().try_into().ok()?,
+                ))
+            }
+            _ => None,
+        };
+        let (open_seq, rx) = secrets.rx;
+        let (seal_seq, tx) = secrets.tx;
+        let (open, open_iv) = key(&rx)?;
+        let (seal, seal_iv) = key(&tx)?;
+        Some(Records {
+            open,
+            open_iv,
+            open_seq,
+            seal,
+            seal_iv,
+            seal_seq,
+            partial: Vec::new(),
+        })
+    }
+
+    /// The per-record nonce: the IV XOR the sequence number (RFC 8446
+    /// section 5.3).
+    fn nonce(iv: &[u8; 12], seq: u64) -> ring::aead::Nonce {
+        let mut n = *iv;
+        for (b, s) in n[4..].iter_mut().zip(seq.to_be_bytes()) {
+            *b ^= s;
+        }
+        ring::aead::Nonce::assume_unique_for_key(n)
+    }
+
+    /// Opens every whole record of what came (after what was kept), in
+    /// place, and hands each one's application data to `each`; keeps a
+    /// partial record. Ok(true) when `each` asks to close; Err on a bad
+    /// record, an alert or a post-handshake message (a floor refuses key
+    /// updates).
+    fn open_all(
+        &mut self,
+        data: &mut [u8],
+        mut each: impl FnMut(&[u8]) -> bool,
+    ) -> Result<bool, ()> {
+        let mut kept = std::mem::take(&mut self.partial);
+        let buf: &mut [u8] = if kept.is_empty() {
+            data
+        } else {
+            kept.extend_from_slice(data);
+            &mut kept
+        };
+        let mut at = 0;
+        let mut closing = false;
+        while buf.len() - at >= 5 {
+            let header: [u8; 5] = buf[at..at + 5].try_into().map_err(drop)?;
+            let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+            if header[0] != 0x17 || len > 16 * 1024 + 256 {
+                return Err(());
+            }
+            if buf.len() - at < 5 + len {
+                break;
+            }
+            let nonce = Records::nonce(&self.open_iv, self.open_seq);
+            self.open_seq += 1;
+            let plain = self
+                .open
+                .open_in_place(
+                    nonce,
+                    ring::aead::Aad::from(header),
+                    &mut buf[at + 5..at + 5 + len],
+                )
+                .map_err(drop)?;
+            // The content type is the last non-zero byte (padding after it).
+            let end = plain.iter().rposition(|&b| b != 0).ok_or(())?;
+            if plain[end] != 0x17 {
+                return Err(());
+            }
+            at += 5 + len;
+            if !closing && end > 0 {
+                closing = each(&plain[..end]);
+            }
+        }
+        let rest = buf[at..].to_vec();
+        self.partial = rest;
+        Ok(closing)
+    }
+
+    /// Seals `plain` as application-data records of at most 16 KiB into
+    /// `out` (cleared first).
+    fn seal_all(&mut self, plain: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        for part in plain.chunks(16 * 1024) {
+            let len = part.len() + 1 + 16;
+            let header = [0x17, 0x03, 0x03, (len >> 8) as u8, len as u8];
+            out.extend_from_slice(&header);
+            let start = out.len();
+            out.extend_from_slice(part);
+            out.push(0x17);
+            let nonce = Records::nonce(&self.seal_iv, self.seal_seq);
+            self.seal_seq += 1;
+            match self.seal.seal_in_place_separate_tag(
+                nonce,
+                ring::aead::Aad::from(header),
+                &mut out[start..],
+            ) {
+                Ok(tag) => out.extend_from_slice(tag.as_ref()),
+                Err(_) => unreachable!("AES-GCM seals any record of at most 16 KiB"),
+            }
+        }
+    }
+}
+
+/// Writes a TLS session's pending records until the socket is full;
+/// false when the connection is lost.
+fn flush_tls(fd: i32, tls: &mut rustls::ServerConnection) -> bool {
+    while tls.wants_write() {
+        match tls.write_tls(&mut Sock(fd)) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// A non-blocking socket as rustls reads and writes it: `recv`, and
+/// `sendmsg` of all the slices it is given at once.
+struct Sock(i32);
+
+impl io::Read for Sock {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for its length.
+        let n = unsafe { libc::recv(self.0, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+}
+
+impl io::Write for Sock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored(&[io::IoSlice::new(buf)])
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        // SAFETY: an IoSlice has the layout of an iovec (std guarantees it
+        // on Unix); `msg` refers to `bufs` only for the call.
+        let n = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = bufs.as_ptr().cast_mut().cast();
+            msg.msg_iovlen = bufs.len();
+            libc::sendmsg(self.0, &msg, libc::MSG_NOSIGNAL)
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The `--tls` configuration: TLS 1.3 only, handshakes on aws-lc-rs and
+/// records on ring, AES-128-GCM preferred and the server's order winning
+/// (as celer: decisions 030, 031), HTTP/1.1 by ALPN, no session tickets or cache (the loads run
+/// celer with `--no-tls-resumption`).
+fn tls_config(
+    cert: &str,
+    key: &str,
+) -> Result<Arc<rustls::ServerConfig>, Box<dyn std::error::Error>> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?;
+    let key = PrivateKeyDer::from_pem_file(key)?;
+    // Key exchange and signatures on aws-lc-rs; the suites (key schedule
+    // and record AEAD) on ring, whose AES-GCM celer's record layer calls.
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.cipher_suites = vec![
+        rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+        rustls::crypto::ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
+        rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+    ];
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    config.ignore_client_order = true;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.send_tls13_tickets = 0;
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    // `--own-records` takes the keys once the handshake is over.
+    config.enable_secret_extraction = true;
+    Ok(Arc::new(config))
+}
+
+/// Watches the directory of `path` for files renamed into it or written
+/// and closed; the watch descriptor (one per directory: equal for feeds
+/// in one directory).
+fn watch(inotify: i32, path: &std::path::Path) -> io::Result<i32> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let dir = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `dir` is a NUL-terminated path.
+    check(unsafe {
+        libc::inotify_add_watch(
+            inotify,
+            dir.as_ptr(),
+            libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO,
+        )
+    })
 }
 
 /// Sends `bytes` now, or queues them behind what is queued already or what
@@ -541,15 +1200,20 @@ fn send_or_queue(fd: i32, conn: &mut Conn, bytes: &[u8]) -> bool {
 
 /// Parses the upgrade request (until `route` is set) and then frames,
 /// appending echoes and control replies to `reply` and broadcast frames to
-/// `fanout`; or, on a document connection, answers every complete request.
+/// `fanout`; or, on a document connection, answers every complete request;
+/// or answers a subscription with the stream's head and first event.
 fn parse(
     route: &mut Option<Route>,
     data: &[u8],
     reply: &mut Vec<u8>,
     fanout: &mut Vec<u8>,
-    doc: Option<&Doc>,
+    ctx: &Ctx,
 ) -> Parsed {
     let mut at = 0;
+    if let Some(Route::Events { .. }) = route {
+        // A subscriber sends nothing more that the floor reads.
+        return Parsed::More(data.len());
+    }
     while route.is_none() || *route == Some(Route::Document) {
         let d = &data[at..];
         let Some(end) = d.windows(4).position(|w| w == b"\r\n\r\n") else {
@@ -565,7 +1229,16 @@ fn parse(
         }
         let head = &d[..end];
         at += end + 4;
-        if let Some(doc) = doc.filter(|_| route.is_some() || is_document(head)) {
+        if route.is_none() && !ctx.feeds.is_empty() && is_events(head) {
+            match subscribe(head, ctx.feeds, reply) {
+                Some(list) => {
+                    *route = Some(Route::Events { list });
+                    return Parsed::More(data.len());
+                }
+                None => return Parsed::Close,
+            }
+        }
+        if let Some(doc) = ctx.doc.filter(|_| route.is_some() || is_document(head)) {
             if !doc.answer(head, reply) {
                 return Parsed::Close;
             }
@@ -684,6 +1357,167 @@ fn is_document(head: &[u8]) -> bool {
         .is_some_and(|target| target.split(|&b| b == b'?').next() == Some(b"/doc.json"))
 }
 
+/// Whether a first request head asks for an event stream,
+/// `/feeds/NAME/events`.
+fn is_events(head: &[u8]) -> bool {
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    parts.next();
+    parts.next().is_some_and(|target| {
+        let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+        path.starts_with(b"/feeds/") && path.ends_with(b"/events")
+    })
+}
+
+/// Answers a subscription request head (without its blank line) with the
+/// stream's head and the feed's current event, and returns the fan-out
+/// list to join; or appends an error status (then `None`: the connection
+/// closes).
+fn subscribe(head: &[u8], feeds: &[Feed], reply: &mut Vec<u8>) -> Option<usize> {
+    let mut lines = head_lines(head);
+    let line = lines.next().unwrap_or_default();
+    let Some(target) = line
+        .strip_prefix(b"GET ")
+        .and_then(|rest| rest.strip_suffix(b" HTTP/1.1"))
+    else {
+        refuse(reply, "400 Bad Request", "");
+        return None;
+    };
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    let name = path
+        .strip_prefix(b"/feeds/")
+        .and_then(|p| p.strip_suffix(b"/events"))
+        .unwrap_or_default();
+    let Some(k) = feeds.iter().position(|f| f.name.as_bytes() == name) else {
+        refuse(reply, "404 Not Found", "");
+        return None;
+    };
+    let mut gzip = false;
+    for line in lines {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            refuse(reply, "400 Bad Request", "");
+            return None;
+        };
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        if name.eq_ignore_ascii_case(b"accept-encoding") {
+            gzip |= offers_gzip(value);
+        } else if name.eq_ignore_ascii_case(b"content-length") && value != b"0"
+            || name.eq_ignore_ascii_case(b"transfer-encoding")
+        {
+            refuse(reply, "400 Bad Request", "");
+            return None;
+        }
+    }
+    let feed = &feeds[k];
+    reply.extend_from_slice(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
+    );
+    if gzip {
+        reply.extend_from_slice(b"Content-Encoding: gzip\r\nVary: accept-encoding\r\n");
+    }
+    reply.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+    reply.extend_from_slice(if gzip { &feed.gzip_first } else { &feed.plain });
+    Some(Feed::list(k, gzip))
+}
+
+/// Whether an Accept-Encoding value offers gzip (RFC 9110 section 12.5.3:
+/// `gzip`, unless given q=0).
+fn offers_gzip(value: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .any(|t| {
+            let mut p = t.split(|&b| b == b';').map(<[u8]>::trim_ascii);
+            p.next().is_some_and(|c| c.eq_ignore_ascii_case(b"gzip"))
+                && !p.any(|q| q == b"q=0" || q == b"q=0.0" || q == b"q=0.00" || q == b"q=0.000")
+        })
+}
+
+impl Feed {
+    /// Feed `name` of `file`, with its current event.
+    fn load(name: &str, file: &str) -> io::Result<Feed> {
+        use std::os::unix::ffi::OsStrExt as _;
+        let path = std::path::PathBuf::from(file);
+        let file_name = path
+            .file_name()
+            .map(|n| n.as_bytes().to_vec())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+        let mut feed = Feed {
+            name: name.to_string(),
+            path,
+            file_name,
+            watch: -1,
+            version: 0,
+            plain: Vec::new(),
+            gzip: Vec::new(),
+            gzip_first: Vec::new(),
+        };
+        feed.reload()?;
+        Ok(feed)
+    }
+
+    /// The fan-out list of feed `k`'s plain or gzip subscribers.
+    fn list(k: usize, gzip: bool) -> usize {
+        1 + 2 * k + usize::from(gzip)
+    }
+
+    /// Reads the file and makes its event, once: `id: N` (in 32 digits)
+    /// and the document
+    /// on one `data:` line (its CR and LF as spaces: in JSON they are only
+    /// whitespace between tokens), framed as one chunk; and deflated by a
+    /// fresh compressor, sync-flushed, as another.
+    fn reload(&mut self) -> io::Result<()> {
+        let body = std::fs::read(&self.path)?;
+        self.version += 1;
+        let mut event = Vec::with_capacity(body.len() + 32);
+        // The id as long as celer's (32 hexadecimal digits, its content
+        // hash), so that the stream's bytes are the same length.
+        event.extend_from_slice(format!("id: {:032x}\ndata: ", self.version).as_bytes());
+        event.extend(
+            body.iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+        event.extend_from_slice(b"\n\n");
+        let segment = deflate(&event);
+        self.plain = chunk(&[&event]);
+        self.gzip = chunk(&[&segment]);
+        self.gzip_first = chunk(&[GZIP_HEADER, &segment]);
+        Ok(())
+    }
+}
+
+/// `parts` as one HTTP/1.1 chunk (RFC 9112 section 7.1).
+fn chunk(parts: &[&[u8]]) -> Vec<u8> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let mut out = format!("{len:x}\r\n").into_bytes();
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// `plain` as raw deflate (RFC 1951) from a fresh compressor at
+/// [`GZIP_LEVEL`], ended by a sync flush: byte-aligned, not final, and
+/// referring to nothing before it.
+fn deflate(plain: &[u8]) -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let mut z = Compress::new(Compression::new(GZIP_LEVEL), false);
+    let mut out = Vec::with_capacity(plain.len() + plain.len() / 8 + 64);
+    loop {
+        let done = z.total_in() as usize;
+        if z.compress_vec(&plain[done..], &mut out, FlushCompress::Sync)
+            .is_err()
+        {
+            unreachable!("deflate of a byte slice does not fail");
+        }
+        if z.total_in() as usize == plain.len() && out.len() < out.capacity() {
+            return out;
+        }
+        out.reserve(out.capacity());
+    }
+}
+
 impl Doc {
     /// Reads `file` and, if it exists, `file.gz`, and makes the answers.
     fn load(file: &str) -> io::Result<Doc> {
@@ -763,14 +1597,7 @@ impl Doc {
             if name.eq_ignore_ascii_case(b"if-none-match") {
                 inm = Some(value);
             } else if name.eq_ignore_ascii_case(b"accept-encoding") {
-                // RFC 9110 section 12.5.3: `gzip`, unless given q=0.
-                gzip |= tokens().any(|t| {
-                    let mut p = t.split(|&b| b == b';').map(<[u8]>::trim_ascii);
-                    p.next().is_some_and(|c| c.eq_ignore_ascii_case(b"gzip"))
-                        && !p.any(|q| {
-                            q == b"q=0" || q == b"q=0.0" || q == b"q=0.00" || q == b"q=0.000"
-                        })
-                });
+                gzip |= offers_gzip(value);
             } else if name.eq_ignore_ascii_case(b"connection") {
                 keep &= !tokens().any(|t| t.eq_ignore_ascii_case(b"close"));
             } else if name.eq_ignore_ascii_case(b"content-length") && value != b"0"

@@ -1,5 +1,7 @@
 //! The floor over loopback: the upgrade, echo, broadcast, control frames,
-//! and what it refuses at its limits (a real server process, a raw client).
+//! and what it refuses at its limits; the document's polls; event streams,
+//! plain and gzip-coded; and both over TLS (a real server process, a raw
+//! client, or curl for TLS).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -395,5 +397,278 @@ fn document_refusals_and_close() {
     ws.write_all(&frame(true, 0x1, b"still a floor"))
         .expect("write");
     assert_eq!(read_frame(&mut ws), (0x81, b"still a floor".to_vec()));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A feed's file for `--sse`, in a directory of its own; the document has
+/// line breaks, which its event turns into spaces.
+fn feed_file(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ws-floor-sse-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let file = dir.join("doc.json");
+    std::fs::write(&file, b"{\"v\":1,\n\"rows\":[1,2,3]}").expect("write the feed's file");
+    file
+}
+
+/// The event of version `n` of a feed: its id, as long as celer's.
+fn event(n: u32, data: &str) -> String {
+    format!("id: {n:032x}\ndata: {data}\n\n")
+}
+
+/// Replaces the feed's file as `celer bench --sse` does: a sibling file
+/// renamed over it.
+fn rename_over(file: &std::path::Path, body: &[u8]) {
+    let tmp = file.with_file_name(".doc.json.new");
+    std::fs::write(&tmp, body).expect("write the new version");
+    std::fs::rename(&tmp, file).expect("rename it over the file");
+}
+
+/// Reads one chunk of a chunked body (RFC 9112 section 7.1).
+fn read_chunk(s: &mut TcpStream) -> Vec<u8> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        s.read_exact(&mut byte).expect("a chunk size");
+        line.push(byte[0]);
+    }
+    let size = std::str::from_utf8(&line[..line.len() - 2]).expect("ASCII size");
+    let size = usize::from_str_radix(size, 16).expect("a hexadecimal size");
+    let mut data = vec![0u8; size + 2];
+    s.read_exact(&mut data).expect("the chunk");
+    assert!(data.ends_with(b"\r\n"), "a chunk ends with CRLF");
+    data.truncate(size);
+    data
+}
+
+/// Subscribes to `/feeds/doc/events`, with `extra` header lines; the head.
+fn subscribe(floor: &Floor, extra: &str) -> (TcpStream, String) {
+    let mut s = connect(floor);
+    let request = format!(
+        "GET /feeds/doc/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n{extra}\r\n"
+    );
+    let got = head(&mut s, request.as_bytes());
+    (s, got)
+}
+
+/// `--sse`: a subscriber gets the current version at once, then one event
+/// per change, whether the file is renamed over or written in place; an
+/// unknown feed is 404.
+#[test]
+fn sse_sends_the_current_version_then_each_change() {
+    let file = feed_file("plain");
+    let spec = format!("doc={}", file.to_str().expect("a UTF-8 path"));
+    let floor = start_with(&["--sse", &spec]);
+    let (mut s, got) = subscribe(&floor, "");
+    assert!(got.starts_with("HTTP/1.1 200 "), "{got}");
+    assert_eq!(header(&got, "content-type"), Some("text/event-stream"));
+    assert_eq!(header(&got, "transfer-encoding"), Some("chunked"));
+    assert_eq!(header(&got, "content-encoding"), None);
+    assert_eq!(
+        read_chunk(&mut s),
+        event(1, r#"{"v":1, "rows":[1,2,3]}"#).as_bytes()
+    );
+    let (mut other, _) = subscribe(&floor, "");
+    assert_eq!(
+        read_chunk(&mut other),
+        event(1, r#"{"v":1, "rows":[1,2,3]}"#).as_bytes()
+    );
+    rename_over(&file, b"{\"v\":2}");
+    for s in [&mut s, &mut other] {
+        assert_eq!(read_chunk(s), event(2, r#"{"v":2}"#).as_bytes());
+    }
+    std::fs::write(&file, b"{\"v\":3}\r\n").expect("write in place");
+    assert_eq!(read_chunk(&mut s), event(3, r#"{"v":3}  "#).as_bytes());
+
+    let mut s = connect(&floor);
+    let got = head(
+        &mut s,
+        b"GET /feeds/nope/events HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    assert!(got.starts_with("HTTP/1.1 404 "), "{got}");
+    let _ = std::fs::remove_dir_all(file.parent().expect("its directory"));
+}
+
+/// `--sse` offered gzip: a gzip-coded stream whose header comes once and
+/// whose events each inflate on their own (a fresh compressor each, sync
+/// flushed) and together, in one raw inflater, to the plain events.
+#[test]
+fn sse_gzip_streams_decode_to_the_events() {
+    use flate2::{Decompress, FlushDecompress};
+    let inflate = |z: &mut Decompress, bytes: &[u8]| {
+        let mut out = Vec::with_capacity(64 * 1024);
+        let before = z.total_in();
+        z.decompress_vec(bytes, &mut out, FlushDecompress::Sync)
+            .expect("valid deflate");
+        assert_eq!(z.total_in() - before, bytes.len() as u64, "all of it taken");
+        out
+    };
+    let file = feed_file("gzip");
+    let spec = format!("doc={}", file.to_str().expect("a UTF-8 path"));
+    let floor = start_with(&["--sse", &spec]);
+    let (mut s, got) = subscribe(&floor, "Accept-Encoding: br, gzip\r\n");
+    assert!(got.starts_with("HTTP/1.1 200 "), "{got}");
+    assert_eq!(header(&got, "content-encoding"), Some("gzip"));
+    let first = read_chunk(&mut s);
+    assert_eq!(first[..4], [0x1f, 0x8b, 0x08, 0x00], "the gzip header");
+    let mut z = Decompress::new(false);
+    assert_eq!(
+        inflate(&mut z, &first[10..]),
+        event(1, r#"{"v":1, "rows":[1,2,3]}"#).as_bytes()
+    );
+    let big = format!("{{\"v\":2,\"pad\":\"{}\"}}", "ab".repeat(20_000));
+    rename_over(&file, big.as_bytes());
+    let second = read_chunk(&mut s);
+    let want = event(2, &big);
+    assert_eq!(inflate(&mut z, &second), want.as_bytes());
+    assert!(second.ends_with(&[0, 0, 0xff, 0xff]), "a sync flush");
+    assert_eq!(
+        inflate(&mut Decompress::new(false), &second),
+        want.as_bytes()
+    );
+    // A subscriber without gzip gets the plain stream.
+    let (mut plain, got) = subscribe(&floor, "Accept-Encoding: gzip;q=0\r\n");
+    assert_eq!(header(&got, "content-encoding"), None, "{got}");
+    assert_eq!(read_chunk(&mut plain), want.as_bytes());
+    let _ = std::fs::remove_dir_all(file.parent().expect("its directory"));
+}
+
+/// A self-signed ECDSA P-256 certificate and key (openssl), in `dir`.
+fn cert(dir: &std::path::Path) -> (String, String) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl runs");
+    assert!(ok.success(), "openssl made a certificate");
+    let path = |p: std::path::PathBuf| p.to_str().expect("a UTF-8 path").to_string();
+    (path(cert), path(key))
+}
+
+/// curl's `-w` figures and body for `args` (TLS unverified, bounded).
+fn curl(args: &[&str]) -> String {
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "5"])
+        .args(args)
+        .output()
+        .expect("curl runs");
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// `--tls`: the document's answers over TLS 1.3 (AES-128-GCM, HTTP/1.1 by
+/// ALPN), two on one connection, and 304 for its ETag; through rustls's
+/// connection, and with `--own-records` sealed and opened by the floor.
+#[test]
+fn tls_answers_polls() {
+    tls_polls("");
+    tls_polls("--own-records");
+}
+
+fn tls_polls(mode: &str) {
+    let (dir, body, _) = doc_files(&format!("tls{mode}"));
+    let (cert, key) = cert(&dir);
+    let file = dir.join("doc.json");
+    let mut args = vec![
+        "--doc",
+        file.to_str().expect("a UTF-8 path"),
+        "--tls",
+        &cert,
+        &key,
+    ];
+    args.extend([mode].into_iter().filter(|m| !m.is_empty()));
+    let floor = start_with(&args);
+    let url = format!("https://127.0.0.1:{}/doc.json", floor.port);
+    let got = curl(&[
+        "-w",
+        "|%{http_code} %{http_version} %{num_connects}\n",
+        &url,
+        &url,
+    ]);
+    let body = String::from_utf8(body).expect("UTF-8 document");
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(
+        lines,
+        [format!("{body}|200 1.1 1"), format!("{body}|200 1.1 0")]
+    );
+    let verbose = Command::new("curl")
+        .args(["-skv", "--max-time", "5", "-o", "/dev/null", &url])
+        .output()
+        .expect("curl runs");
+    let log = String::from_utf8_lossy(&verbose.stderr);
+    assert!(log.contains("TLSv1.3 / TLS_AES_128_GCM_SHA256"), "{log}");
+    let head = curl(&["-D", "-", "-o", "/dev/null", &url]);
+    let etag = header(&head, "etag").expect("an ETag").to_string();
+    let code = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-H",
+        &format!("If-None-Match: {etag}"),
+        &url,
+    ]);
+    assert_eq!(code, "304");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--tls` with `--sse`: the gzip-coded stream over TLS, read by curl,
+/// decodes to the current version and then the change (through rustls's
+/// connection, and with `--own-records`).
+#[test]
+fn tls_sse_streams_the_changes() {
+    tls_sse("");
+    tls_sse("--own-records");
+}
+
+fn tls_sse(mode: &str) {
+    let file = feed_file(&format!("tls{mode}"));
+    let dir = file.parent().expect("its directory").to_path_buf();
+    let (cert, key) = cert(&dir);
+    let spec = format!("doc={}", file.to_str().expect("a UTF-8 path"));
+    let mut args = vec!["--sse", &spec, "--tls", &cert, &key];
+    args.extend([mode].into_iter().filter(|m| !m.is_empty()));
+    let floor = start_with(&args);
+    let url = format!("https://127.0.0.1:{}/feeds/doc/events", floor.port);
+    let mut child = Command::new("curl")
+        .args(["-skN", "--compressed", "--max-time", "10", &url])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl runs");
+    let mut out = child.stdout.take().expect("its output");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = out.read(&mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut got = Vec::new();
+    let mut until = |want: &[u8]| {
+        while !got.windows(want.len()).any(|w| w == want) {
+            let more = rx
+                .recv_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("no {want:?} in {got:?}"));
+            got.extend_from_slice(&more);
+        }
+    };
+    until(event(1, r#"{"v":1, "rows":[1,2,3]}"#).as_bytes());
+    rename_over(&file, b"{\"v\":2}");
+    let both = event(1, r#"{"v":1, "rows":[1,2,3]}"#) + &event(2, r#"{"v":2}"#);
+    until(both.as_bytes());
+    let _ = child.kill();
+    let _ = child.wait();
     let _ = std::fs::remove_dir_all(dir);
 }
