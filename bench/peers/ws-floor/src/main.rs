@@ -308,6 +308,27 @@ fn check(r: i32) -> io::Result<i32> {
     }
 }
 
+/// One `recv` into `read`: `Ok(Some(n))` with `n > 0` bytes, `Ok(None)`
+/// when the socket has nothing more for now (`EAGAIN`: a new arrival brings
+/// a new edge), `Err(())` when the peer has gone or the socket failed.
+fn recv_some(fd: i32, read: &mut [u8]) -> Result<Option<usize>, ()> {
+    loop {
+        // SAFETY: `read` is valid for its length.
+        let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
+        if n > 0 {
+            return Ok(Some(n as usize));
+        }
+        if n == 0 {
+            return Err(());
+        }
+        match errno() {
+            libc::EAGAIN => return Ok(None),
+            libc::EINTR => continue,
+            _ => return Err(()),
+        }
+    }
+}
+
 fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
@@ -573,23 +594,14 @@ impl Server {
         match tls {
             None if records.is_some() => {
                 while let Some(rec) = records.as_mut() {
-                    // SAFETY: `read` is valid for its length.
-                    let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
-                    if n == 0 {
-                        lost = true;
-                        break;
-                    }
-                    if n < 0 {
-                        match errno() {
-                            libc::EAGAIN => break,
-                            libc::EINTR => continue,
-                            _ => {
-                                lost = true;
-                                break;
-                            }
+                    let n = match recv_some(fd, read) {
+                        Ok(Some(n)) => n,
+                        Ok(None) => break,
+                        Err(()) => {
+                            lost = true;
+                            break;
                         }
-                    }
-                    let n = n as usize;
+                    };
                     let opened = rec.open_all(&mut read[..n], |bytes| {
                         take(route, pending, bytes, reply, fanout, &ctx)
                     });
@@ -610,23 +622,14 @@ impl Server {
                 }
             }
             None => loop {
-                // SAFETY: `read` is valid for its length.
-                let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
-                if n == 0 {
-                    lost = true;
-                    break;
-                }
-                if n < 0 {
-                    match errno() {
-                        libc::EAGAIN => break,
-                        libc::EINTR => continue,
-                        _ => {
-                            lost = true;
-                            break;
-                        }
+                let n = match recv_some(fd, read) {
+                    Ok(Some(n)) => n,
+                    Ok(None) => break,
+                    Err(()) => {
+                        lost = true;
+                        break;
                     }
-                }
-                let n = n as usize;
+                };
                 if take(route, pending, &read[..n], reply, fanout, &ctx) {
                     closing = true;
                     break;
