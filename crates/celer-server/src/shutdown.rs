@@ -2,7 +2,9 @@
 //!
 //! Accept loops wait on a `Notify`. Connections register one waker each for
 //! their whole life, so an idle connection learns of shutdown at once
-//! without a lock or allocation per request.
+//! without a lock or allocation per request; an HTTP/1.1 connection puts
+//! its waker there once per task, not once per wait
+//! (`Watch::poll_started_mut`, decision 155).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
