@@ -193,7 +193,8 @@ class Feed(Scenario):
         "nginx": Realtime(NginxFeed("nginx-feed.conf.in")),
         "floor": Realtime(FeedFloor()),
         # A second celer to compare a change against, in the same run: the
-        # binary CELER_BASE_BIN names (the sse loads only).
+        # binary CELER_BASE_BIN names (the sse loads and the two celer-bench
+        # polling loads).
         **({"base": Realtime(Celer("celer-cli", "celer", "CELER_BASE_BIN", celer_args, cwd="."))}
            if os.environ.get("CELER_BASE_BIN") else {}),
     }
@@ -202,9 +203,9 @@ class Feed(Scenario):
     # and on every SSE load.
     tls_floor = tls + ("floor",)
     sse = ("celer", "base", "floor")
-    cases = [Case("conditional", variant="https", scheme="https", servers=tls_floor),
+    cases = [Case("conditional", variant="https", scheme="https", servers=tls_floor + ("base",)),
              Case("full-gzip", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
-                  servers=tls_floor),
+                  servers=tls_floor + ("base",)),
              Case("conditional-wrk", variant="https", scheme="https", servers=tls),
              Case("full-gzip-wrk", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
                   servers=tls),
@@ -457,6 +458,11 @@ class Feed(Scenario):
                     verdict = "met" if c / p <= target else "NOT met"
                     out += (f"  {sc + suffix:<16} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x "
                             f"(target <= {target}x: {verdict})\n")
+        for sc in ("conditional", "full-gzip"):
+            b, g, c = med(sc, "base"), med(sc, "go"), med(sc, "celer")
+            if b == b and c == c and b > 0:
+                out += (f"  {sc:<16} celer/base (CELER_BASE_BIN): {c:.2f} / {b:.2f} us = {c / b:.2f}x"
+                        + (f"; base/go {b / g:.2f}x" if g == g and g > 0 else "") + "\n")
         floor_lines = ""
         for sc in ("conditional", "full-gzip"):
             f, g, c = med(sc, "floor"), med(sc, "go"), med(sc, "celer")

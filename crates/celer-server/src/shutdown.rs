@@ -2,7 +2,9 @@
 //!
 //! Accept loops wait on a `Notify`. Connections register one waker each for
 //! their whole life, so an idle connection learns of shutdown at once
-//! without a lock or allocation per request.
+//! without a lock or allocation per request; an HTTP/1.1 connection puts
+//! its waker there once per task, not once per wait
+//! (`Watch::poll_started_mut`, decision 155).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,7 +35,7 @@ struct Inner {
 #[derive(Debug, Default)]
 struct Registry {
     slots: Vec<Option<Arc<AtomicWaker>>>,
-    free: Vec<usize>,
+    free: Vec<u32>,
 }
 
 impl Inner {
@@ -94,20 +96,22 @@ impl Shutdown {
     pub(crate) fn watch(&self) -> Watch {
         let waker = Arc::new(AtomicWaker::new());
         let mut conns = self.inner.conns();
-        let slot = match conns.free.pop() {
+        let slot: u32 = match conns.free.pop() {
             Some(slot) => {
-                conns.slots[slot] = Some(waker.clone());
+                conns.slots[slot as usize] = Some(waker.clone());
                 slot
             }
             None => {
                 conns.slots.push(Some(waker.clone()));
-                conns.slots.len() - 1
+                // More than 4 billion live connections do not fit in memory.
+                u32::try_from(conns.slots.len() - 1).expect("connection slots fit in u32")
             }
         };
         drop(conns);
         Watch {
             shutdown: self.clone(),
             waker,
+            registered: 0,
             slot,
             upgraded: false,
         }
@@ -119,7 +123,13 @@ impl Shutdown {
 pub(crate) struct Watch {
     shutdown: Shutdown,
     waker: Arc<AtomicWaker>,
-    slot: usize,
+    /// The data pointer of the waker [`Watch::poll_started_mut`] last put
+    /// in `waker` (0: none), kept with the connection's own state. The cell
+    /// holds that waker, so no other waker shares the pointer while the
+    /// watch lives. A pointer, not a clone: the connection's task stays
+    /// within its allocator size class.
+    registered: usize,
+    slot: u32,
     /// Counted in `Inner::upgraded` until dropped.
     upgraded: bool,
 }
@@ -153,12 +163,36 @@ impl Watch {
             Poll::Pending
         }
     }
+
+    /// [`Watch::poll_started`] for a connection that waits again and again
+    /// in the same task (an HTTP/1.1 connection between requests): the
+    /// waker is put in the shared cell once per task, not once per wait,
+    /// so a keep-alive request leaves the cell (its own allocation, two
+    /// atomic swaps) alone. Until [`Shutdown::trigger`] wakes it the cell
+    /// keeps the waker put there last, and `trigger` marks the start
+    /// before it wakes, so a waker it took is seen here as a started
+    /// shutdown.
+    ///
+    /// A watch polled here is not polled with [`Watch::poll_started`] too:
+    /// a waker put in the cell there would not be seen here.
+    pub(crate) fn poll_started_mut(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let data = cx.waker().data() as usize;
+        if self.registered != data {
+            self.waker.register(cx.waker());
+            self.registered = data;
+        }
+        if self.is_started() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
         let mut conns = self.shutdown.inner.conns();
-        conns.slots[self.slot] = None;
+        conns.slots[self.slot as usize] = None;
         conns.free.push(self.slot);
         drop(conns);
         if self.upgraded && self.shutdown.inner.upgraded.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -186,5 +220,49 @@ mod tests {
         shutdown.trigger();
         assert!(c.poll_started(&mut cx).is_ready());
         assert!(b.is_started());
+    }
+
+    /// Counts its wakes.
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl futures_util::task::ArcWake for Count {
+        fn wake_by_ref(arc_self: &Arc<Self>) {
+            arc_self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Count>, std::task::Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = futures_util::task::waker(count.clone());
+        (count, waker)
+    }
+
+    #[test]
+    fn a_watch_polled_again_by_its_task_is_still_woken() {
+        let shutdown = Shutdown::new();
+        let mut watch = shutdown.watch();
+        let (first, first_waker) = counter();
+        let mut cx = Context::from_waker(&first_waker);
+        for _ in 0..3 {
+            assert!(watch.poll_started_mut(&mut cx).is_pending());
+        }
+        // Another task's waker replaces the first: only it is woken.
+        let (second, second_waker) = counter();
+        assert!(
+            watch
+                .poll_started_mut(&mut Context::from_waker(&second_waker))
+                .is_pending()
+        );
+        assert!(watch.poll_started_mut(&mut cx).is_pending());
+        shutdown.trigger();
+        assert_eq!(first.0.load(Ordering::SeqCst), 1, "the last waker is woken");
+        assert_eq!(second.0.load(Ordering::SeqCst), 0);
+        // The cell gave its waker up; the watch reads the start instead.
+        assert!(watch.poll_started_mut(&mut cx).is_ready());
+        assert!(
+            watch
+                .poll_started_mut(&mut Context::from_waker(&second_waker))
+                .is_ready()
+        );
     }
 }

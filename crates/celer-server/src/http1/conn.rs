@@ -190,12 +190,12 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
         bufio::give_buf(std::mem::take(&mut self.rbuf));
         let io = &mut self.io;
         let timer = &mut self.timer;
-        let shutdown = &self.shutdown;
+        let shutdown = &mut self.shutdown;
         poll_fn(move |cx| {
             if let Poll::Ready(res) = io.poll_read_ready(cx) {
                 return Poll::Ready(res.map(|()| true));
             }
-            if shutdown.poll_started(cx).is_ready() {
+            if shutdown.poll_started_mut(cx).is_ready() {
                 return Poll::Ready(Ok(false));
             }
             poll_deadline(timer, deadline, cx).map(|()| Ok(false))
@@ -232,12 +232,12 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
         let io = &mut self.io;
         let rbuf = &mut self.rbuf;
         let timer = &mut self.timer;
-        let shutdown = &self.shutdown;
+        let shutdown = &mut self.shutdown;
         poll_fn(|cx| {
             if let Poll::Ready(res) = poll_read_buf(io, cx, rbuf) {
                 return Poll::Ready(res.map(Some));
             }
-            if shutdown.poll_started(cx).is_ready() {
+            if shutdown.poll_started_mut(cx).is_ready() {
                 return Poll::Ready(Ok(None));
             }
             poll_deadline(timer, deadline, cx).map(|()| Ok(None))
