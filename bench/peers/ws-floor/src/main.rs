@@ -308,24 +308,26 @@ fn check(r: i32) -> io::Result<i32> {
     }
 }
 
-/// One `recv` into `read`: `Ok(Some(n))` with `n > 0` bytes, `Ok(None)`
-/// when the socket has nothing more for now (`EAGAIN`: a new arrival brings
-/// a new edge), `Err(())` when the peer has gone or the socket failed.
-fn recv_some(fd: i32, read: &mut [u8]) -> Result<Option<usize>, ()> {
+/// One `recv` into `read`: `Some(n)` with `n > 0` bytes; `None` when the
+/// socket has nothing more for now (`EAGAIN`: a new arrival brings a new
+/// edge) or when the peer has gone or the socket failed, which also sets
+/// `lost`.
+fn recv_some(fd: i32, read: &mut [u8], lost: &mut bool) -> Option<usize> {
     loop {
         // SAFETY: `read` is valid for its length.
         let n = unsafe { libc::recv(fd, read.as_mut_ptr().cast(), read.len(), 0) };
         if n > 0 {
-            return Ok(Some(n as usize));
+            return Some(n as usize);
         }
-        if n == 0 {
-            return Err(());
+        if n < 0 {
+            match errno() {
+                libc::EAGAIN => return None,
+                libc::EINTR => continue,
+                _ => {}
+            }
         }
-        match errno() {
-            libc::EAGAIN => return Ok(None),
-            libc::EINTR => continue,
-            _ => return Err(()),
-        }
+        *lost = true;
+        return None;
     }
 }
 
@@ -594,13 +596,8 @@ impl Server {
         match tls {
             None if records.is_some() => {
                 while let Some(rec) = records.as_mut() {
-                    let n = match recv_some(fd, read) {
-                        Ok(Some(n)) => n,
-                        Ok(None) => break,
-                        Err(()) => {
-                            lost = true;
-                            break;
-                        }
+                    let Some(n) = recv_some(fd, read, &mut lost) else {
+                        break;
                     };
                     let opened = rec.open_all(&mut read[..n], |bytes| {
                         take(route, pending, bytes, reply, fanout, &ctx)
@@ -621,25 +618,19 @@ impl Server {
                     }
                 }
             }
-            None => loop {
-                let n = match recv_some(fd, read) {
-                    Ok(Some(n)) => n,
-                    Ok(None) => break,
-                    Err(()) => {
-                        lost = true;
+            None => {
+                while let Some(n) = recv_some(fd, read, &mut lost) {
+                    if take(route, pending, &read[..n], reply, fanout, &ctx) {
+                        closing = true;
                         break;
                     }
-                };
-                if take(route, pending, &read[..n], reply, fanout, &ctx) {
-                    closing = true;
-                    break;
+                    // A short read took all there was; a new arrival brings
+                    // a new edge. A full one may have left more.
+                    if n < read.len() {
+                        break;
+                    }
                 }
-                // A short read took all there was; a new arrival brings a new
-                // edge. A full one may have left more.
-                if n < read.len() {
-                    break;
-                }
-            },
+            }
             Some(tls) => 'records: loop {
                 match tls.read_tls(&mut Sock(fd)) {
                     Ok(0) => {
