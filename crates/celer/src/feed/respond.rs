@@ -7,7 +7,6 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 
 use super::state::Feed;
-use super::version::Rep;
 use crate::files::conditional::{self, Outcome};
 use crate::files::encoding;
 use crate::ws::{CloseCode, Config, Message, SlowConsumer, WebSocket, WebSocketRoute};
@@ -15,9 +14,6 @@ use crate::{App, Body, Request};
 
 /// The document's media type.
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
-
-/// Answers vary with Accept-Encoding (RFC 9110 §12.5.5).
-const VARY: HeaderValue = HeaderValue::from_static("accept-encoding");
 
 /// Status answers and the status document are never cached.
 const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
@@ -40,50 +36,29 @@ pub(crate) fn document(feed: &Feed, method: &Method, headers: &HeaderMap) -> Res
     };
     // RFC 9110 §12.5.3: the best coding the client accepts that has a
     // variant, else the document itself.
-    let (rep, coding) = encoding::preferred(headers)
-        .find_map(|coding| version.variant(coding).map(|rep| (rep, Some(coding))))
-        .unwrap_or((&version.identity, None));
+    let rep = encoding::preferred(headers)
+        .find_map(|coding| version.variant(coding))
+        .unwrap_or(&version.identity);
     // RFC 9110 §13.2.2: preconditions in their order; a Range header is
     // ignored (§14.2 lets a server do so), the document is small.
-    let outcome = conditional::evaluate(headers, &rep.validators);
-    let mut res = match outcome {
+    let (status, fields, body) = match conditional::evaluate(headers, &rep.validators) {
         Outcome::PreconditionFailed => {
             return text(StatusCode::PRECONDITION_FAILED, "412 Precondition Failed\n");
         }
-        Outcome::NotModified => {
-            let mut res = Response::new(Body::empty());
-            *res.status_mut() = StatusCode::NOT_MODIFIED;
-            res
+        Outcome::NotModified => (
+            StatusCode::NOT_MODIFIED,
+            &rep.not_modified_fields,
+            Body::empty(),
+        ),
+        // A HEAD gets the same head and no body.
+        Outcome::Proceed { .. } if method == Method::HEAD => {
+            (StatusCode::OK, &rep.ok_fields, Body::empty())
         }
-        Outcome::Proceed { .. } => full(rep, method == Method::HEAD),
-    };
-    let out = res.headers_mut();
-    // RFC 9110 §15.4.5: a 304 carries the ETag, Cache-Control, Vary and
-    // Last-Modified a 200 would have.
-    out.insert(header::ETAG, rep.validators.etag.clone());
-    out.insert(header::LAST_MODIFIED, version.last_modified().clone());
-    out.insert(header::CACHE_CONTROL, feed.inner.cache_control.clone());
-    out.insert(header::VARY, VARY);
-    if let (Some(coding), false) = (coding, outcome == Outcome::NotModified) {
-        out.insert(
-            header::CONTENT_ENCODING,
-            HeaderValue::from_static(coding.token()),
-        );
-    }
-    res
-}
-
-/// A 200 with `rep`; HEAD gets the same head and no body.
-fn full(rep: &Rep, head: bool) -> Response<Body> {
-    let body = if head {
-        Body::empty()
-    } else {
-        Body::from(rep.body.clone())
+        Outcome::Proceed { .. } => (StatusCode::OK, &rep.ok_fields, Body::from(rep.body.clone())),
     };
     let mut res = Response::new(body);
-    let out = res.headers_mut();
-    out.insert(header::CONTENT_TYPE, JSON);
-    out.insert(header::CONTENT_LENGTH, rep.content_length.clone());
+    *res.status_mut() = status;
+    *res.headers_mut() = fields.clone();
     res
 }
 

@@ -328,12 +328,13 @@ impl Feed {
         // large document. An SSE subscriber joining now gets this event
         // from the hub's history, whatever `current` says.
         self.push_sse(&id, &doc);
+        let cache_control = inner.cache_control.clone();
         let version = if inner.config.background {
             // Compressed by the lowest-priority thread while this one
             // waits: on a core shared with the workers, after the event
             // has gone out to every subscriber they woke.
             Arc::new(background::run(move || {
-                Version::with_id(number, doc, id, updated)
+                Version::with_id(number, doc, id, updated, &cache_control)
             }))
         } else {
             // The publish woke the subscribers' workers; on a core they
@@ -344,7 +345,7 @@ impl Feed {
             // would take half the core while the event goes out). One
             // system call per version.
             std::thread::yield_now();
-            Arc::new(Version::with_id(number, doc, id, updated))
+            Arc::new(Version::with_id(number, doc, id, updated, &cache_control))
         };
         // Current before the WebSocket push: a socket that joins between
         // them and reads the current version gets this one at worst twice.
