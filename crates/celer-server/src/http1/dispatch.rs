@@ -345,7 +345,11 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
         B: Body<Data = Bytes> + 'a,
         B::Error: Into<BoxError>,
     {
-        Box::pin(self.next(service))
+        // Written into the allocation: `Box::pin(future)` builds the whole
+        // future (a request's state, over a kilobyte) on the stack and
+        // copies it; unstarted, only its arguments are set.
+        let slot = Box::new_uninit();
+        Box::into_pin(Box::write(slot, self.next(service)))
     }
 
     /// Drives the service's future, feeding the request body meanwhile.
