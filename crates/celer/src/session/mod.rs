@@ -497,7 +497,7 @@ impl Session {
     /// The value under `key`, if any; a value of another shape is a `500`.
     ///
     /// Awaited as an `async fn` (`session.get::<String>("user").await?`).
-    /// The future is three words and a tag: a session already loaded, or
+    /// The future is five words: a session already loaded, or
     /// a store that answers without waiting (one in memory), is read on
     /// its first poll with no more state; only a store that has to be
     /// waited for (SQLite, a network store) gets a boxed load.
