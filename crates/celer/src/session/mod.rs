@@ -153,6 +153,10 @@ struct Config {
     same_site: SameSite,
     idle: Duration,
     absolute: Duration,
+    /// `idle` and `absolute` in milliseconds, as a record's times are
+    /// checked against them on every load.
+    idle_ms: u64,
+    absolute_ms: u64,
     max_bytes: usize,
     /// CSRF checked in this middleware ([`Sessions::csrf`]).
     csrf: Option<crate::csrf::Csrf>,
@@ -182,6 +186,8 @@ impl Sessions {
                 same_site: SameSite::Lax,
                 idle: DEFAULT_IDLE_TIMEOUT,
                 absolute: DEFAULT_ABSOLUTE_TIMEOUT,
+                idle_ms: millis(DEFAULT_IDLE_TIMEOUT),
+                absolute_ms: millis(DEFAULT_ABSOLUTE_TIMEOUT),
                 max_bytes: DEFAULT_MAX_SESSION_BYTES,
                 csrf: None,
             }),
@@ -215,13 +221,17 @@ impl Sessions {
 
     /// The idle timeout (default [`DEFAULT_IDLE_TIMEOUT`]).
     pub fn idle_timeout(mut self, idle: Duration) -> Sessions {
-        self.config_mut().idle = idle;
+        let config = self.config_mut();
+        config.idle = idle;
+        config.idle_ms = millis(idle);
         self
     }
 
     /// The absolute timeout (default [`DEFAULT_ABSOLUTE_TIMEOUT`]).
     pub fn absolute_timeout(mut self, absolute: Duration) -> Sessions {
-        self.config_mut().absolute = absolute;
+        let config = self.config_mut();
+        config.absolute = absolute;
+        config.absolute_ms = millis(absolute);
         self
     }
 
@@ -258,6 +268,11 @@ impl Sessions {
         let config = self.config.clone();
         move |req, next| start(&config, req, next)
     }
+}
+
+/// `d` in milliseconds (`u64::MAX` past it).
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Attaches an empty session to the request and runs the rest of the
@@ -419,6 +434,13 @@ impl Session {
         if self.lock_loaded_now()?.is_some() {
             return Ok(());
         }
+        self.load_waiting().await
+    }
+
+    /// Loads the record from a store that has to be waited for (what
+    /// [`ensure`](Self::ensure) does when
+    /// [`lock_loaded_now`](Self::lock_loaded_now) answered `None`).
+    async fn load_waiting(&self) -> Result<(), Error> {
         let config = &self.inner.config;
         let incoming = self.incoming_text();
         let loaded = match incoming.as_ref().map(CookieText::as_str) {
@@ -457,8 +479,7 @@ impl Session {
     fn install(&self, state: &mut State, loaded: Option<Arc<Record>>) {
         let config = &self.inner.config;
         let now = now_ms();
-        let idle = config.idle.as_millis() as u64;
-        let absolute = config.absolute.as_millis() as u64;
+        let (idle, absolute) = (config.idle_ms, config.absolute_ms);
         let fresh = loaded.filter(|r| {
             now.saturating_sub(r.seen) <= idle && now.saturating_sub(r.created) <= absolute
         });
@@ -474,16 +495,30 @@ impl Session {
     }
 
     /// The value under `key`, if any; a value of another shape is a `500`.
-    pub async fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
-        let read = |state: &State| match state.record.as_ref().and_then(|r| r.data.get(key)) {
+    ///
+    /// Awaited as an `async fn` (`session.get::<String>("user").await?`).
+    /// The future is five words: a session already loaded, or
+    /// a store that answers without waiting (one in memory), is read on
+    /// its first poll with no more state; only a store that has to be
+    /// waited for (SQLite, a network store) gets a boxed load.
+    pub fn get<'a, T: DeserializeOwned>(
+        &'a self,
+        key: &'a str,
+    ) -> impl Future<Output = Result<Option<T>, Error>> + Send + use<'a, T> {
+        Get {
+            session: self,
+            key,
+            waiting: None,
+            out: std::marker::PhantomData,
+        }
+    }
+
+    /// The value under `key` in the loaded record.
+    fn read<T: DeserializeOwned>(state: &State, key: &str) -> Result<Option<T>, Error> {
+        match state.record.as_ref().and_then(|r| r.data.get(key)) {
             Some(value) => Ok(Some(T::deserialize(value).map_err(Error::internal)?)),
             None => Ok(None),
-        };
-        if let Some(state) = self.lock_loaded_now()? {
-            return read(&state);
         }
-        self.ensure().await?;
-        read(&self.lock())
     }
 
     /// Sets `key` to `value`. Past the size limit the session is left as
@@ -621,6 +656,38 @@ impl Session {
     }
 }
 
+/// The future of [`Session::get`]: the read on the first poll when the
+/// record is loaded or the store answers at once; else the store's load,
+/// boxed (only then), and the read after it.
+struct Get<'a, T> {
+    session: &'a Session,
+    key: &'a str,
+    /// The load from a store that has to be waited for.
+    waiting: Option<futures_util::future::BoxFuture<'a, Result<(), Error>>>,
+    /// The value is made at the end, never held: the future is `Send`
+    /// and `Unpin` whatever `T` is.
+    out: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> Future for Get<'_, T> {
+    type Output = Result<Option<T>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let (session, key) = (this.session, this.key);
+        let waiting = match &mut this.waiting {
+            Some(waiting) => waiting,
+            None => match session.lock_loaded_now() {
+                Ok(Some(state)) => return Poll::Ready(Session::read(&state, key)),
+                Ok(None) => this.waiting.insert(Box::pin(session.load_waiting())),
+                Err(err) => return Poll::Ready(Err(err)),
+            },
+        };
+        std::task::ready!(waiting.as_mut().poll(cx))?;
+        Poll::Ready(Session::read(&session.lock(), key))
+    }
+}
+
 impl FromRequest for Session {
     type Rejection = Error;
 
@@ -717,6 +784,63 @@ mod tests {
         assert!(shared.unless_done().is_none());
         assert!(spare_for(&sessions.config).is_none());
         drop(clone);
+    }
+
+    /// A session of `sessions` whose cookie carried `handle`.
+    fn attached(sessions: &Sessions, handle: Option<&str>) -> Session {
+        let session = Session {
+            inner: Arc::new(Inner {
+                config: sessions.config.clone(),
+                state: Mutex::new(State::default()),
+            }),
+        };
+        session
+            .attach(|| {
+                Ok(CookieText::Owned(handle.map_or("".into(), |h| {
+                    format!("__Host-session={h}").into()
+                })))
+            })
+            .unwrap();
+        session
+    }
+
+    /// `get`'s small future reads at once from a store in memory, and
+    /// from a store that answers later (SQLite, on its own thread) after
+    /// the boxed load; a loaded session is then read without the store,
+    /// and an unknown or missing handle reads as empty.
+    #[tokio::test]
+    async fn get_reads_from_stores_that_answer_now_and_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = Arc::new(SqliteStore::open(dir.path().join("s.sqlite3")).unwrap());
+        assert!(sqlite.load_now("x").is_none(), "SQLite is waited for");
+        check_get(sqlite).await;
+        check_get(Arc::new(MemoryStore::new())).await;
+    }
+
+    async fn check_get<S: SessionStore>(store: Arc<S>) {
+        let mut record = Record::new();
+        record.data.insert("user".into(), "ada".into());
+        let id = store
+            .save(None, &record, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let sessions = Sessions::new(store.clone());
+        let session = attached(&sessions, Some(&id));
+        let user: Option<String> = session.get("user").await.unwrap();
+        assert_eq!(user.as_deref(), Some("ada"));
+        assert!(session.lock().live);
+        // Loaded: read again (and a key not there) without the store.
+        store.delete(&id).await.unwrap();
+        let again = session.get::<String>("user").await.unwrap();
+        assert_eq!(again.as_deref(), Some("ada"));
+        assert_eq!(session.get::<String>("none").await.unwrap(), None);
+        // A value of another shape is an error, not a panic.
+        assert!(session.get::<u32>("user").await.is_err());
+        let unknown = attached(&sessions, Some(&new_id().unwrap()));
+        assert_eq!(unknown.get::<String>("user").await.unwrap(), None);
+        assert!(!unknown.lock().live);
+        let missing = attached(&sessions, None);
+        assert_eq!(missing.get::<String>("user").await.unwrap(), None);
     }
 
     /// `Request::into_http` hands the session on in the extensions.

@@ -147,10 +147,14 @@ impl Hasher for IdHasher {
         let mut word = [0u8; 8];
         let n = bytes.len().min(8);
         word[..n].copy_from_slice(&bytes[..n]);
-        // Mixed in: `str`'s hash also writes a 0xff terminator.
         self.0 =
             (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
+
+    /// Only `str`'s terminator (`0xff`) is written as a `u8`: the same
+    /// for every id, it is left out.
+    #[inline]
+    fn write_u8(&mut self, _: u8) {}
 
     fn finish(&self) -> u64 {
         self.0
