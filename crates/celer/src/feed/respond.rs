@@ -7,13 +7,11 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 
 use super::state::Feed;
+use super::version::JSON;
 use crate::files::conditional::{self, Outcome};
 use crate::files::encoding;
 use crate::ws::{CloseCode, Config, Message, SlowConsumer, WebSocket, WebSocketRoute};
 use crate::{App, Body, Request};
-
-/// The document's media type.
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// Status answers and the status document are never cached.
 const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");

@@ -12,8 +12,8 @@ use super::limits::{BROTLI_LG_WINDOW, BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL};
 use crate::files::conditional::Validators;
 use crate::files::encoding::Coding;
 
-/// The document's media type.
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
+/// The document's media type (also the status document's).
+pub(super) const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// Answers vary with Accept-Encoding (RFC 9110 §12.5.5).
 const VARY: HeaderValue = HeaderValue::from_static("accept-encoding");
