@@ -11,11 +11,13 @@
 //!   measuring nothing.
 //! - `/s/bare`: the same stack, a handler that reads nothing.
 //!
-//! The benchmark client sends no cookies, so an app-wide layer adds the
-//! `Cookie` a logged-in browser would send to every request, on all routes
-//! alike: `theme=dark; sid=<id>; lang=en`, `<id>` a session made at start
-//! with `user = "ada"`, in the form tower-sessions itself puts in its
-//! cookie (plain, not signed).
+//! The requests carry the `Cookie` field a logged-in browser sends, on
+//! all routes alike: `theme=dark; sid=<id>; lang=en`, `<id>` a session
+//! made at start with `user = "ada"`, in the form tower-sessions itself
+//! puts in its cookie (plain, not signed). `GET /bench/cookie` answers
+//! that field's line, which `bench/instructions --header-from
+//! /bench/cookie` fetches once and sends with every request after it (as
+//! for `examples/hello-secure`).
 //!
 //! The `/s` routes are merged with their full paths rather than nested,
 //! so that no prefix strip is counted as the stack's cost.
@@ -34,7 +36,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use axum::extract::Request;
-use axum::http::header::{CONTENT_TYPE, COOKIE};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -120,7 +122,7 @@ async fn app() -> Router {
     session.insert("user", "ada").await.expect("a session");
     session.save().await.expect("a saved session");
     let id = session.id().expect("a session id");
-    let cookie = HeaderValue::from_str(&format!("theme=dark; sid={id}; lang=en")).expect("cookie");
+    let cookie_line = format!("Cookie: theme=dark; sid={id}; lang=en\n");
 
     let secured = Router::new()
         .route("/s/plaintext", get(secure))
@@ -132,15 +134,9 @@ async fn app() -> Router {
                 .with_secure(false),
         );
     Router::new()
+        .route("/bench/cookie", get(move || async move { cookie_line }))
         .route("/plaintext", get(plaintext))
         .merge(secured)
-        .layer(middleware::map_request(move |mut req: Request| {
-            let cookie = cookie.clone();
-            async move {
-                req.headers_mut().insert(COOKIE, cookie);
-                req
-            }
-        }))
 }
 
 /// What the command line asks for.
