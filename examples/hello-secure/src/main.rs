@@ -41,8 +41,8 @@ use celer::csrf::Csrf;
 use celer::response::IntoResponse;
 use celer::session::{MemoryStore, Record, Session, SessionStore, Sessions};
 use celer::{App, Body, Error, Request, Response};
-use http::{HeaderValue, StatusCode};
 use http::header::{CONTENT_TYPE, COOKIE};
+use http::{HeaderValue, StatusCode};
 
 fn hello() -> Response {
     (
