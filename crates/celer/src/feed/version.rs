@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use sha2::{Digest, Sha256};
 
-use super::limits::{BROTLI_LG_WINDOW, BROTLI_QUALITY, GZIP_LEVEL, ZSTD_LEVEL};
+use super::limits::{BROTLI_LG_WINDOW, levels};
 use crate::files::conditional::Validators;
 use crate::files::encoding::Coding;
 
@@ -205,15 +205,16 @@ pub(crate) fn hash_hex(doc: &[u8]) -> String {
     hex
 }
 
-/// `doc` compressed with `coding` at the feed's level; `None` if the
-/// compressor failed (it cannot on a `Vec`, but the error is not hidden
-/// behind a panic).
+/// `doc` compressed with `coding` at the level for its size
+/// ([`levels`]); `None` if the compressor failed (it cannot on a `Vec`,
+/// but the error is not hidden behind a panic).
 fn compress(coding: Coding, doc: &[u8]) -> Option<Bytes> {
+    let (gzip_level, brotli_quality, zstd_level) = levels(doc.len());
     let out = match coding {
         Coding::Gzip => {
             let mut enc = flate2::write::GzEncoder::new(
                 Vec::with_capacity(doc.len() / 4),
-                flate2::Compression::new(GZIP_LEVEL),
+                flate2::Compression::new(gzip_level),
             );
             enc.write_all(doc).ok()?;
             enc.finish().ok()?
@@ -222,13 +223,13 @@ fn compress(coding: Coding, doc: &[u8]) -> Option<Bytes> {
             let mut out = Vec::with_capacity(doc.len() / 4);
             {
                 let mut enc =
-                    brotli::CompressorWriter::new(&mut out, 4096, BROTLI_QUALITY, BROTLI_LG_WINDOW);
+                    brotli::CompressorWriter::new(&mut out, 4096, brotli_quality, BROTLI_LG_WINDOW);
                 enc.write_all(doc).ok()?;
                 enc.flush().ok()?;
             }
             out
         }
-        Coding::Zstd => zstd::bulk::compress(doc, ZSTD_LEVEL).ok()?,
+        Coding::Zstd => zstd::bulk::compress(doc, zstd_level).ok()?,
     };
     Some(Bytes::from(out))
 }
@@ -238,6 +239,47 @@ mod tests {
     use std::io::Read;
 
     use super::*;
+
+    /// A document of each size tier (decision 162: faster levels past
+    /// 64 KiB and past 1 MiB) gets every variant, and each decodes to it.
+    #[test]
+    fn variants_of_every_size_tier_decode_to_the_document() {
+        use crate::feed::limits::{DEFAULT_MAX_DOCUMENT_BYTES, SMALL_DOCUMENT_BYTES};
+        for len in [SMALL_DOCUMENT_BYTES + 1, DEFAULT_MAX_DOCUMENT_BYTES + 1] {
+            let mut text = String::from("[0");
+            let mut n = 1u64;
+            while text.len() < len - 1 {
+                // Varied numbers, so the compressors have work to do.
+                n = n
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                text.push_str(&format!(",{}", n >> 44));
+            }
+            text.truncate(len - 1);
+            while !text.ends_with(|c: char| c.is_ascii_digit()) {
+                text.pop();
+            }
+            text.push(']');
+            let doc = Bytes::from(text);
+            let version = Version::new(1, doc.clone(), UNIX_EPOCH);
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&version.variant(Coding::Gzip).unwrap().body[..])
+                .read_to_end(&mut out)
+                .unwrap();
+            assert_eq!(out, doc, "gzip, {len} bytes");
+            let zst = &version.variant(Coding::Zstd).unwrap().body;
+            assert_eq!(
+                zstd::decode_all(&zst[..]).unwrap(),
+                doc,
+                "zstd, {len} bytes"
+            );
+            let mut out = Vec::new();
+            brotli::Decompressor::new(&version.variant(Coding::Br).unwrap().body[..], 4096)
+                .read_to_end(&mut out)
+                .unwrap();
+            assert_eq!(out, doc, "br, {len} bytes");
+        }
+    }
 
     #[test]
     fn variants_decode_to_the_document_and_share_the_hash() {
