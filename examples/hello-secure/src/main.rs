@@ -210,3 +210,56 @@ fn app() -> App {
 fn main() -> std::process::ExitCode {
     celer::serve_from_args(app())
 }
+
+#[cfg(test)]
+mod tests {
+    //! What `bench/instructions` relies on, over real sockets: the cookie
+    //! line, every route's answer with it, and a 500 without it on the
+    //! routes that read the session.
+    use celer::serve::Shutdown;
+    use celer_test_support::{Raw, Resp, bounded};
+
+    async fn send(addr: std::net::SocketAddr, method: &str, path: &str, cookie: &str) -> Resp {
+        let req =
+            format!("{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n{cookie}\r\n");
+        let mut conn = Raw::connect(addr).await;
+        conn.send(req.as_bytes()).await;
+        conn.response_to(method).await
+    }
+
+    #[tokio::test]
+    async fn routes_answer_with_the_live_cookie_and_fail_without_it() {
+        let bound = celer::serve::bind("tcp://127.0.0.1:0").expect("bind");
+        let addr = bound.tcp_addr().expect("tcp address");
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(super::app().serve(bound, shutdown.clone()));
+
+        let line = send(addr, "GET", "/bench/cookie", "").await;
+        assert_eq!(line.status, 200);
+        let line = line.text();
+        assert!(
+            line.starts_with("Cookie: theme=dark; sid=") && line.ends_with("; lang=en\n"),
+            "{line:?}"
+        );
+        for path in [
+            "/plaintext",
+            "/s/plaintext",
+            "/s/bare",
+            "/f/plaintext",
+            "/f/bare",
+            "/m/plaintext",
+        ] {
+            let resp = send(addr, "GET", path, &format!("{}\r\n", line.trim_end())).await;
+            assert_eq!(
+                (resp.status, resp.text().as_str()),
+                (200, "Hello, World!"),
+                "{path}"
+            );
+        }
+        for path in ["/s/plaintext", "/f/plaintext", "/m/plaintext"] {
+            assert_eq!(send(addr, "GET", path, "").await.status, 500, "{path}");
+        }
+        shutdown.trigger();
+        bounded(task).await.expect("join").expect("serve");
+    }
+}
