@@ -4,7 +4,7 @@
 //! [`WriteBuf`] and decides the body framing; an [`Encoder`] then frames body
 //! data and trailers. Large data is queued by reference, not copied.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{StatusCode, Version};
 
@@ -86,20 +86,25 @@ pub(crate) fn encode_head(
         Encoder::Close
     };
 
-    let out = dst.flat_mut(256);
-    put_status_line(out, status);
+    let server = server.as_ref().filter(|_| !has_server);
+    let hsts = hsts.filter(|_| !has_hsts);
+    let (line, reason) = status_line(status);
+    let mut w = HeadWriter::new(dst.flat_mut(256));
+    w.put(line);
+    if let Some(reason) = reason {
+        w.put(status.as_str().as_bytes());
+        w.put(b" ");
+        w.put(reason.as_bytes());
+        w.put(b"\r\n");
+    }
     if !has_date {
-        date::with_date_line(|line| out.put_slice(line));
+        date::with_date_line(|line| w.put(line));
     }
-    if let Some(server) = server.as_ref().filter(|_| !has_server) {
-        out.put_slice(b"server: ");
-        out.put_slice(server.as_bytes());
-        out.put_slice(b"\r\n");
+    if let Some(server) = server {
+        w.field(SERVER_NAME, server.as_bytes());
     }
-    if let Some(hsts) = hsts.filter(|_| !has_hsts) {
-        out.put_slice(b"strict-transport-security: ");
-        out.put_slice(hsts.as_bytes());
-        out.put_slice(b"\r\n");
+    if let Some(hsts) = hsts {
+        w.field(HSTS_NAME, hsts.as_bytes());
     }
     let mut wrote_connection = false;
     for (name, value) in headers {
@@ -112,14 +117,11 @@ pub(crate) fn encode_head(
             }
             wrote_connection = true;
         }
-        out.put_slice(name.as_str().as_bytes());
-        out.put_slice(b": ");
-        out.put_slice(value.as_bytes());
-        out.put_slice(b"\r\n");
+        w.field(name.as_str().as_bytes(), value.as_bytes());
     }
     match encoder {
-        Encoder::Length(n) => put_content_length(out, n),
-        Encoder::Chunked => out.put_slice(b"transfer-encoding: chunked\r\n"),
+        Encoder::Length(n) => w.content_length(n),
+        Encoder::Chunked => w.put(b"transfer-encoding: chunked\r\n"),
         Encoder::Skip if !no_body_status => {
             // HEAD and 304 describe the representation a GET would get: the
             // service's own Content-Length wins, then the body's length.
@@ -128,25 +130,30 @@ pub(crate) fn encode_head(
                 _ => declared.or(exact),
             };
             if let Some(n) = n {
-                put_content_length(out, n);
+                w.content_length(n);
             }
         }
         Encoder::Skip | Encoder::Close => {}
     }
     if !keep_alive {
-        out.put_slice(b"connection: close\r\n");
+        w.put(b"connection: close\r\n");
     } else if req.version == Version::HTTP_10 && !wrote_connection {
-        out.put_slice(b"connection: keep-alive\r\n");
+        w.put(b"connection: keep-alive\r\n");
     }
-    out.put_slice(b"\r\n");
+    w.put(b"\r\n");
+    w.finish();
     Framed {
         encoder,
         keep_alive,
     }
 }
 
-/// Writes `HTTP/1.1 <code> <reason>\r\n`, in one copy for common codes.
-fn put_status_line(out: &mut BytesMut, status: StatusCode) {
+const SERVER_NAME: &[u8] = b"server";
+const HSTS_NAME: &[u8] = b"strict-transport-security";
+
+/// The status line: the whole line for common codes, or else `HTTP/1.1 `
+/// and the reason phrase to write after the code.
+fn status_line(status: StatusCode) -> (&'static [u8], Option<&'static str>) {
     let line: &'static [u8] = match status.as_u16() {
         200 => b"HTTP/1.1 200 OK\r\n",
         204 => b"HTTP/1.1 204 No Content\r\n",
@@ -157,15 +164,120 @@ fn put_status_line(out: &mut BytesMut, status: StatusCode) {
         400 => b"HTTP/1.1 400 Bad Request\r\n",
         404 => b"HTTP/1.1 404 Not Found\r\n",
         _ => {
-            out.put_slice(b"HTTP/1.1 ");
-            out.put_slice(status.as_str().as_bytes());
-            out.put_u8(b' ');
-            out.put_slice(status.canonical_reason().unwrap_or("Unknown").as_bytes());
-            out.put_slice(b"\r\n");
-            return;
+            let reason = status.canonical_reason().unwrap_or("Unknown");
+            return (b"HTTP/1.1 ", Some(reason));
         }
     };
-    out.put_slice(line);
+    (line, None)
+}
+
+/// Writes a response head into a buffer's spare capacity: a field is one
+/// room check and straight copies, and the buffer's length is set once at
+/// the end, where `BufMut::put_slice` checked the capacity, called `memcpy`
+/// and moved the length for each of the four pieces of every field. A
+/// piece that does not fit grows the buffer first.
+struct HeadWriter<'a> {
+    out: &'a mut BytesMut,
+    /// The start of `out`'s spare capacity.
+    dst: *mut u8,
+    /// The spare capacity's length.
+    room: usize,
+    /// Bytes written into the spare capacity so far (`at <= room`).
+    at: usize,
+}
+
+impl<'a> HeadWriter<'a> {
+    fn new(out: &'a mut BytesMut) -> HeadWriter<'a> {
+        let mut w = HeadWriter {
+            out,
+            dst: std::ptr::null_mut(),
+            room: 0,
+            at: 0,
+        };
+        w.take_room();
+        w
+    }
+
+    /// Points the writer at the buffer's spare capacity.
+    fn take_room(&mut self) {
+        let spare = self.out.spare_capacity_mut();
+        self.dst = spare.as_mut_ptr().cast::<u8>();
+        self.room = spare.len();
+        self.at = 0;
+    }
+
+    /// Makes room for `n` more bytes after those written.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, n: usize) {
+        self.commit();
+        self.out.reserve(n);
+        self.take_room();
+    }
+
+    #[inline(always)]
+    fn put(&mut self, src: &[u8]) {
+        let n = src.len();
+        if n > self.room - self.at {
+            self.grow(n);
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: `dst + at .. dst + at + n` lies within the spare capacity
+        // (checked above, after growing it if needed), which nothing else
+        // borrows while the writer writes, and `src` is a shared slice
+        // elsewhere, so the two do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.dst.add(self.at), n);
+        }
+        self.at += n;
+    }
+
+    /// `name: value` and CRLF.
+    #[inline(always)]
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        let n = name.len() + value.len() + 4;
+        if n > self.room - self.at {
+            self.grow(n);
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: the four copies fill `dst + at .. dst + at + n`, within
+        // the spare capacity (checked above, after growing it if needed),
+        // which nothing else borrows while the writer writes; the sources
+        // are shared slices elsewhere.
+        unsafe {
+            let d = self.dst.add(self.at);
+            std::ptr::copy_nonoverlapping(name.as_ptr(), d, name.len());
+            let d = d.add(name.len());
+            std::ptr::copy_nonoverlapping(b": ".as_ptr(), d, 2);
+            let d = d.add(2);
+            std::ptr::copy_nonoverlapping(value.as_ptr(), d, value.len());
+            std::ptr::copy_nonoverlapping(b"\r\n".as_ptr(), d.add(value.len()), 2);
+        }
+        self.at += n;
+    }
+
+    fn content_length(&mut self, n: u64) {
+        self.field(b"content-length", itoa::Buffer::new().format(n).as_bytes());
+    }
+
+    /// Makes the bytes written part of the buffer.
+    fn commit(&mut self) {
+        let len = self.out.len() + self.at;
+        #[allow(unsafe_code)]
+        // SAFETY: `put` and `field` wrote the first `at` bytes of the spare
+        // capacity in order and without gaps, so the buffer's first `len`
+        // bytes are initialized, and `at <= room` keeps `len` within its
+        // capacity.
+        unsafe {
+            self.out.set_len(len);
+        }
+        self.at = 0;
+        self.room = 0;
+    }
+
+    fn finish(mut self) {
+        self.commit();
+    }
 }
 
 /// A Content-Length value: ASCII digits only, at most 19 of them.
@@ -174,12 +286,6 @@ fn parse_length(v: &[u8]) -> Option<u64> {
         return None;
     }
     Some(v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')))
-}
-
-fn put_content_length(out: &mut BytesMut, n: u64) {
-    out.put_slice(b"content-length: ");
-    out.put_slice(itoa::Buffer::new().format(n).as_bytes());
-    out.put_slice(b"\r\n");
 }
 
 /// Why body data could not be framed.

@@ -62,7 +62,11 @@ fn status_lines() {
     ] {
         let status = StatusCode::from_u16(code).unwrap();
         let mut out = BytesMut::new();
-        put_status_line(&mut out, status);
+        let (line, reason) = status_line(status);
+        out.extend_from_slice(line);
+        if let Some(reason) = reason {
+            out.extend_from_slice(format!("{} {reason}\r\n", status.as_str()).as_bytes());
+        }
         let want = format!(
             "HTTP/1.1 {} {}\r\n",
             status.as_str(),
@@ -191,4 +195,39 @@ fn large_data_is_queued_not_copied() {
     assert_eq!(buf.len(), 100_003);
     buf.advance(100_000);
     assert_eq!(buf.flat().unwrap(), b"ail");
+}
+
+#[test]
+fn a_head_past_the_buffer_grows_it_and_follows_what_was_queued() {
+    // Fields longer than a pooled buffer, after bytes already queued and
+    // with the server's own fields: each piece lands in order.
+    let mut map = HeaderMap::new();
+    let long = "x".repeat(3 * crate::http1::io::BUF_SIZE);
+    for name in ["x-one", "x-two", "x-three"] {
+        map.append(
+            http::header::HeaderName::from_static(name),
+            HeaderValue::from_str(&long).unwrap(),
+        );
+    }
+    map.append(header::DATE, HeaderValue::from_static("then"));
+    let mut buf = WriteBuf::default();
+    buf.put(b"earlier");
+    let server = Some(HeaderValue::from_static("celer"));
+    let hsts = HeaderValue::from_static("max-age=60");
+    let framed = encode_head(
+        StatusCode::IM_A_TEAPOT,
+        &map,
+        Some(0),
+        GET11,
+        &server,
+        Some(&hsts),
+        &mut buf,
+    );
+    let want = format!(
+        "earlierHTTP/1.1 418 I'm a teapot\r\nserver: celer\r\n\
+         strict-transport-security: max-age=60\r\nx-one: {long}\r\n\
+         x-two: {long}\r\nx-three: {long}\r\ndate: then\r\ncontent-length: 0\r\n\r\n"
+    );
+    assert_eq!(buf.flat().unwrap(), want.as_bytes());
+    assert_eq!(framed.encoder, Encoder::Length(0));
 }
