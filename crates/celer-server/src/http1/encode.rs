@@ -5,7 +5,7 @@
 //! data and trailers. Large data is queued by reference, not copied.
 
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{StatusCode, Version};
 
 use crate::common::{ServerHeader, date};
@@ -54,42 +54,140 @@ pub(crate) fn encode_head(
     hsts: Option<&HeaderValue>,
     dst: &mut WriteBuf,
 ) -> Framed {
+    let out = dst.flat_mut(256);
+    match one_pass(status, headers, exact, req, server.as_ref(), hsts, out) {
+        Some(framed) => framed,
+        None => two_passes(status, headers, exact, req, server.as_ref(), hsts, out),
+    }
+}
+
+/// What the service's fields say that shapes the rest of the head.
+#[derive(Default)]
+struct Seen {
+    date: bool,
+    server: bool,
+    hsts: bool,
+    /// The last Content-Length field's value, when it is a length.
+    declared: Option<u64>,
+}
+
+impl Seen {
+    /// Notes a field other than Content-Length and Connection.
+    #[inline(always)]
+    fn note(&mut self, name: &HeaderName) {
+        if name == header::DATE {
+            self.date = true;
+        } else if name == header::SERVER {
+            self.server = true;
+        } else if name == header::STRICT_TRANSPORT_SECURITY {
+            self.hsts = true;
+        }
+    }
+}
+
+/// The head in one pass over the service's fields, for the usual answer:
+/// a status with a line of its own, no Connection field, and a head that
+/// fits the buffer's spare room. The status line is written, then room is
+/// left for the Date, Server and HSTS lines (which only the fields can say
+/// are not wanted) and the fields follow; the lines go into that room at
+/// the end, and the fields move down over what the lines did not take.
+/// `None`, with nothing written, for any other answer.
+fn one_pass(
+    status: StatusCode,
+    headers: &HeaderMap,
+    exact: Option<u64>,
+    req: ReqFacts,
+    server: Option<&HeaderValue>,
+    hsts: Option<&HeaderValue>,
+    out: &mut BytesMut,
+) -> Option<Framed> {
+    let (line, None) = status_line(status) else {
+        return None;
+    };
+    let gap = date::LINE_LEN
+        + server.map_or(0, |v| SERVER_NAME.len() + v.len() + 4)
+        + hsts.map_or(0, |v| HSTS_NAME.len() + v.len() + 4);
+    let mut w = HeadWriter::new(out);
+    if !w.fits(line.len() + gap) {
+        return None;
+    }
+    w.put(line);
+    let gap_start = w.at;
+    w.skip(gap);
+    let mut seen = Seen::default();
+    for (name, value) in headers {
+        if name == header::CONTENT_LENGTH {
+            seen.declared = parse_length(value.as_bytes());
+            continue;
+        }
+        if name == header::TRANSFER_ENCODING {
+            continue;
+        }
+        if name == header::CONNECTION {
+            // Whether it is written depends on fields not seen yet.
+            return None;
+        }
+        seen.note(name);
+        let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
+        if !w.fits(name.len() + value.len() + 4) {
+            return None;
+        }
+        w.field(name, value);
+    }
+    if !w.fits(TAIL_MAX) {
+        return None;
+    }
+    let mut at = gap_start;
+    if !seen.date {
+        date::with_date_line(|line| w.put_at(&mut at, &[line]));
+    }
+    if let Some(server) = server.filter(|_| !seen.server) {
+        w.put_at(&mut at, &[SERVER_NAME, b": ", server.as_bytes(), b"\r\n"]);
+    }
+    if let Some(hsts) = hsts.filter(|_| !seen.hsts) {
+        w.put_at(&mut at, &[HSTS_NAME, b": ", hsts.as_bytes(), b"\r\n"]);
+    }
+    w.close_gap(at, gap_start + gap);
+    let mut keep_alive = req.keep_alive;
+    let encoder = framing(status, exact, seen.declared, req, &mut keep_alive);
+    put_tail(&mut w, status, encoder, seen.declared, exact, keep_alive, req, false);
+    w.finish();
+    Some(Framed {
+        encoder,
+        keep_alive,
+    })
+}
+
+/// The head for any answer: a first pass over the service's fields for
+/// what they say, then the head written in order.
+fn two_passes(
+    status: StatusCode,
+    headers: &HeaderMap,
+    exact: Option<u64>,
+    req: ReqFacts,
+    server: Option<&HeaderValue>,
+    hsts: Option<&HeaderValue>,
+    out: &mut BytesMut,
+) -> Framed {
     // One pass over the service's fields, comparing names only (standard
     // names compare as enum tags; no hashing).
     let mut keep_alive = req.keep_alive;
-    let (mut has_date, mut has_server, mut declared) = (false, false, None);
-    let mut has_hsts = hsts.is_none();
+    let mut seen = Seen::default();
     for (name, value) in headers {
         if name == header::CONTENT_LENGTH {
-            declared = parse_length(value.as_bytes());
-        } else if name == header::DATE {
-            has_date = true;
-        } else if name == header::SERVER {
-            has_server = true;
-        } else if name == header::STRICT_TRANSPORT_SECURITY {
-            has_hsts = true;
-        } else if name == header::CONNECTION
-            && tokens(value.as_bytes()).any(|t| t.eq_ignore_ascii_case(b"close"))
-        {
-            keep_alive = false;
+            seen.declared = parse_length(value.as_bytes());
+        } else if name == header::CONNECTION {
+            if tokens(value.as_bytes()).any(|t| t.eq_ignore_ascii_case(b"close")) {
+                keep_alive = false;
+            }
+        } else {
+            seen.note(name);
         }
     }
-    let no_body_status = status.is_informational() || status == StatusCode::NO_CONTENT;
-    let encoder = if no_body_status || status == StatusCode::NOT_MODIFIED || req.is_head {
-        Encoder::Skip
-    } else if let Some(n) = exact.or(declared) {
-        Encoder::Length(n)
-    } else if req.version == Version::HTTP_11 {
-        Encoder::Chunked
-    } else {
-        keep_alive = false;
-        Encoder::Close
-    };
+    let encoder = framing(status, exact, seen.declared, req, &mut keep_alive);
 
-    let server = server.as_ref().filter(|_| !has_server);
-    let hsts = hsts.filter(|_| !has_hsts);
     let (line, reason) = status_line(status);
-    let mut w = HeadWriter::new(dst.flat_mut(256));
+    let mut w = HeadWriter::new(out);
     w.put(line);
     if let Some(reason) = reason {
         w.put(status.as_str().as_bytes());
@@ -97,13 +195,13 @@ pub(crate) fn encode_head(
         w.put(reason.as_bytes());
         w.put(b"\r\n");
     }
-    if !has_date {
+    if !seen.date {
         date::with_date_line(|line| w.put(line));
     }
-    if let Some(server) = server {
+    if let Some(server) = server.filter(|_| !seen.server) {
         w.field(SERVER_NAME, server.as_bytes());
     }
-    if let Some(hsts) = hsts {
+    if let Some(hsts) = hsts.filter(|_| !seen.hsts) {
         w.field(HSTS_NAME, hsts.as_bytes());
     }
     let mut wrote_connection = false;
@@ -119,6 +217,65 @@ pub(crate) fn encode_head(
         }
         w.field(name.as_str().as_bytes(), value.as_bytes());
     }
+    put_tail(
+        &mut w,
+        status,
+        encoder,
+        seen.declared,
+        exact,
+        keep_alive,
+        req,
+        wrote_connection,
+    );
+    w.finish();
+    Framed {
+        encoder,
+        keep_alive,
+    }
+}
+
+/// How the body is framed; clears `keep_alive` for a body delimited by
+/// the connection's close.
+fn framing(
+    status: StatusCode,
+    exact: Option<u64>,
+    declared: Option<u64>,
+    req: ReqFacts,
+    keep_alive: &mut bool,
+) -> Encoder {
+    let no_body_status = status.is_informational() || status == StatusCode::NO_CONTENT;
+    if no_body_status || status == StatusCode::NOT_MODIFIED || req.is_head {
+        Encoder::Skip
+    } else if let Some(n) = exact.or(declared) {
+        Encoder::Length(n)
+    } else if req.version == Version::HTTP_11 {
+        Encoder::Chunked
+    } else {
+        *keep_alive = false;
+        Encoder::Close
+    }
+}
+
+/// The most [`put_tail`] writes: `content-length: ` with 20 digits and
+/// CRLF (longer than `transfer-encoding: chunked` and CRLF), then
+/// `connection: keep-alive` and CRLF, then the empty line.
+const TAIL_MAX: usize = (16 + 20 + 2) + 24 + 2;
+
+/// The framing field, the connection field the engine adds and the empty
+/// line that ends the head.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn put_tail(
+    w: &mut HeadWriter<'_>,
+    status: StatusCode,
+    encoder: Encoder,
+    declared: Option<u64>,
+    exact: Option<u64>,
+    keep_alive: bool,
+    req: ReqFacts,
+    wrote_connection: bool,
+) {
+    let no_body_status = status.is_informational() || status == StatusCode::NO_CONTENT;
     match encoder {
         Encoder::Length(n) => w.content_length(n),
         Encoder::Chunked => w.put(b"transfer-encoding: chunked\r\n"),
@@ -141,11 +298,6 @@ pub(crate) fn encode_head(
         w.put(b"connection: keep-alive\r\n");
     }
     w.put(b"\r\n");
-    w.finish();
-    Framed {
-        encoder,
-        keep_alive,
-    }
 }
 
 const SERVER_NAME: &[u8] = b"server";
@@ -184,6 +336,9 @@ struct HeadWriter<'a> {
     room: usize,
     /// Bytes written into the spare capacity so far (`at <= room`).
     at: usize,
+    /// A gap left by `skip` is still open: some of the first `at` bytes
+    /// are not written yet, and nothing may be committed.
+    gap: bool,
 }
 
 impl<'a> HeadWriter<'a> {
@@ -193,6 +348,7 @@ impl<'a> HeadWriter<'a> {
             dst: std::ptr::null_mut(),
             room: 0,
             at: 0,
+            gap: false,
         };
         w.take_room();
         w
@@ -232,6 +388,55 @@ impl<'a> HeadWriter<'a> {
         self.at += n;
     }
 
+    /// Whether `n` more bytes fit the room without growing it.
+    #[inline(always)]
+    fn fits(&self, n: usize) -> bool {
+        n <= self.room - self.at
+    }
+
+    /// Leaves `n` bytes of the room unwritten, for [`put_at`] to fill and
+    /// [`close_gap`] to close before the head is committed.
+    ///
+    /// [`put_at`]: HeadWriter::put_at
+    /// [`close_gap`]: HeadWriter::close_gap
+    fn skip(&mut self, n: usize) {
+        assert!(self.fits(n) && !self.gap, "response head past its room");
+        self.at += n;
+        self.gap = true;
+    }
+
+    /// Writes `pieces` one after the other at `*at`, inside a gap left by
+    /// [`skip`](HeadWriter::skip), and moves `*at` past them.
+    #[inline(always)]
+    fn put_at(&mut self, at: &mut usize, pieces: &[&[u8]]) {
+        for piece in pieces {
+            let n = piece.len();
+            assert!(n <= self.at - *at, "response head past its gap");
+            #[allow(unsafe_code)]
+            // SAFETY: `dst + at .. dst + at + n` lies before `self.at`, so
+            // within the spare capacity, which nothing else borrows while
+            // the writer writes; `piece` is a shared slice elsewhere.
+            unsafe {
+                std::ptr::copy_nonoverlapping(piece.as_ptr(), self.dst.add(*at), n);
+            }
+            *at += n;
+        }
+    }
+
+    /// Closes the gap `filled .. end` that [`put_at`](HeadWriter::put_at)
+    /// left unfilled, moving what was written after it down.
+    fn close_gap(&mut self, filled: usize, end: usize) {
+        assert!(filled <= end && end <= self.at, "response head gap out of order");
+        #[allow(unsafe_code)]
+        // SAFETY: both ranges lie within `0 .. self.at`, so within the spare
+        // capacity; `ptr::copy` allows them to overlap.
+        unsafe {
+            std::ptr::copy(self.dst.add(end), self.dst.add(filled), self.at - end);
+        }
+        self.at -= end - filled;
+        self.gap = false;
+    }
+
     /// `name: value` and CRLF.
     #[inline(always)]
     fn field(&mut self, name: &[u8], value: &[u8]) {
@@ -262,12 +467,14 @@ impl<'a> HeadWriter<'a> {
 
     /// Makes the bytes written part of the buffer.
     fn commit(&mut self) {
+        assert!(!self.gap, "response head committed with a gap");
         let len = self.out.len() + self.at;
         #[allow(unsafe_code)]
         // SAFETY: `put` and `field` wrote the first `at` bytes of the spare
-        // capacity in order and without gaps, so the buffer's first `len`
-        // bytes are initialized, and `at <= room` keeps `len` within its
-        // capacity.
+        // capacity in order, and a gap `skip` left has been filled by
+        // `put_at` and closed by `close_gap` (checked above), so the
+        // buffer's first `len` bytes are initialized, and `at <= room`
+        // keeps `len` within its capacity.
         unsafe {
             self.out.set_len(len);
         }

@@ -1,5 +1,6 @@
 //! Unit tests of `encode`: every input whole, byte by byte and at every split.
 use super::*;
+use http::header::HeaderName;
 
 fn head(
     status: u16,
@@ -230,4 +231,67 @@ fn a_head_past_the_buffer_grows_it_and_follows_what_was_queued() {
     );
     assert_eq!(buf.flat().unwrap(), want.as_bytes());
     assert_eq!(framed.encoder, Encoder::Length(0));
+}
+
+#[test]
+fn one_pass_writes_what_two_passes_write() {
+    // Every combination of the fields that steer the head, with and
+    // without the server's own fields: the one-pass head is byte for byte
+    // the two-pass head, or is declined with nothing written.
+    let fields: [(HeaderName, &str); 7] = [
+        (header::DATE, "Thu, 01 Jan 1970 00:00:00 GMT"),
+        (header::SERVER, "theirs"),
+        (header::STRICT_TRANSPORT_SECURITY, "max-age=1"),
+        (header::CONTENT_LENGTH, "7"),
+        (header::TRANSFER_ENCODING, "chunked"),
+        (header::CONNECTION, "close"),
+        (header::ETAG, "\"a\""),
+    ];
+    let hsts = HeaderValue::from_static("max-age=60");
+    let mut declined = 0;
+    for mask in 0u32..1 << fields.len() {
+        let mut map = HeaderMap::new();
+        for (i, (name, value)) in fields.iter().enumerate() {
+            if mask & (1 << i) != 0 {
+                map.append(name.clone(), HeaderValue::from_static(value));
+                map.append(header::VARY, HeaderValue::from_static("accept"));
+            }
+        }
+        for status in [200, 204, 304, 418] {
+            let status = StatusCode::from_u16(status).unwrap();
+            for req in [GET11, HEAD11, GET10, GET10_KA] {
+                for exact in [None, Some(3)] {
+                    for server in [None, Some(HeaderValue::from_static("celer"))] {
+                        for hsts in [None, Some(&hsts)] {
+                            let mut one = BytesMut::with_capacity(1024);
+                            one.extend_from_slice(b"before");
+                            let mut two = one.clone();
+                            let server = server.as_ref();
+                            let Some(a) = one_pass(status, &map, exact, req, server, hsts, &mut one)
+                            else {
+                                assert_eq!(one, &b"before"[..]);
+                                declined += 1;
+                                continue;
+                            };
+                            let b = two_passes(status, &map, exact, req, server, hsts, &mut two);
+                            assert_eq!(one, two, "{status} {mask:b} {req:?} {exact:?}");
+                            assert_eq!((a.encoder, a.keep_alive), (b.encoder, b.keep_alive));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // A status without a line of its own, or a Connection field, declines.
+    assert!(declined > 0);
+}
+
+#[test]
+fn one_pass_declines_a_head_past_the_room() {
+    let mut map = HeaderMap::new();
+    map.append(header::ETAG, HeaderValue::from_static("\"a\""));
+    let mut out = BytesMut::with_capacity(16);
+    out.extend_from_slice(b"before");
+    assert!(one_pass(StatusCode::OK, &map, Some(1), GET11, None, None, &mut out).is_none());
+    assert_eq!(out, &b"before"[..]);
 }
