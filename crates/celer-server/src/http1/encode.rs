@@ -145,13 +145,13 @@ fn one_pass(
     }
     let mut at = gap_start;
     if !seen.date {
-        date::with_date_line(|line| w.put_at(&mut at, &[line]));
+        date::with_date_line(|line| w.put_at(&mut at, line));
     }
     if let Some(server) = server.filter(|_| !seen.server) {
-        w.put_at(&mut at, &[SERVER_NAME, b": ", server.as_bytes(), b"\r\n"]);
+        w.field_at(&mut at, SERVER_NAME, server.as_bytes());
     }
     if let Some(hsts) = hsts.filter(|_| !seen.hsts) {
-        w.put_at(&mut at, &[HSTS_NAME, b": ", hsts.as_bytes(), b"\r\n"]);
+        w.field_at(&mut at, HSTS_NAME, hsts.as_bytes());
     }
     w.close_gap(at, gap_start + gap);
     let mut keep_alive = req.keep_alive;
@@ -411,28 +411,53 @@ impl<'a> HeadWriter<'a> {
         self.gap = true;
     }
 
-    /// Writes `pieces` one after the other at `*at`, inside a gap left by
-    /// [`skip`](HeadWriter::skip), and moves `*at` past them.
+    /// Writes `src` at `*at`, inside a gap left by
+    /// [`skip`](HeadWriter::skip), and moves `*at` past it.
     #[inline(always)]
-    fn put_at(&mut self, at: &mut usize, pieces: &[&[u8]]) {
-        for piece in pieces {
-            let n = piece.len();
-            assert!(n <= self.at - *at, "response head past its gap");
-            #[allow(unsafe_code)]
-            // SAFETY: `dst + at .. dst + at + n` lies before `self.at`, so
-            // within the spare capacity, which nothing else borrows while
-            // the writer writes; `piece` is a shared slice elsewhere.
-            unsafe {
-                std::ptr::copy_nonoverlapping(piece.as_ptr(), self.dst.add(*at), n);
-            }
-            *at += n;
+    fn put_at(&mut self, at: &mut usize, src: &[u8]) {
+        let n = src.len();
+        assert!(n <= self.at - *at, "response head past its gap");
+        #[allow(unsafe_code)]
+        // SAFETY: `dst + at .. dst + at + n` lies before `self.at`, so
+        // within the spare capacity, which nothing else borrows while the
+        // writer writes; `src` is a shared slice elsewhere.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.dst.add(*at), n);
         }
+        *at += n;
+    }
+
+    /// `name: value` and CRLF at `*at`, inside a gap left by
+    /// [`skip`](HeadWriter::skip); moves `*at` past them.
+    #[inline(always)]
+    fn field_at(&mut self, at: &mut usize, name: &[u8], value: &[u8]) {
+        let n = name.len() + value.len() + 4;
+        assert!(n <= self.at - *at, "response head past its gap");
+        #[allow(unsafe_code)]
+        // SAFETY: the four copies fill `dst + at .. dst + at + n`, before
+        // `self.at` (checked above), so within the spare capacity, which
+        // nothing else borrows while the writer writes; the sources are
+        // shared slices elsewhere.
+        unsafe {
+            let d = self.dst.add(*at);
+            std::ptr::copy_nonoverlapping(name.as_ptr(), d, name.len());
+            let d = d.add(name.len());
+            std::ptr::copy_nonoverlapping(b": ".as_ptr(), d, 2);
+            let d = d.add(2);
+            std::ptr::copy_nonoverlapping(value.as_ptr(), d, value.len());
+            std::ptr::copy_nonoverlapping(b"\r\n".as_ptr(), d.add(value.len()), 2);
+        }
+        *at += n;
     }
 
     /// Closes the gap `filled .. end` that [`put_at`](HeadWriter::put_at)
     /// left unfilled, moving what was written after it down.
     fn close_gap(&mut self, filled: usize, end: usize) {
         assert!(filled <= end && end <= self.at, "response head gap out of order");
+        self.gap = false;
+        if filled == end {
+            return;
+        }
         #[allow(unsafe_code)]
         // SAFETY: both ranges lie within `0 .. self.at`, so within the spare
         // capacity; `ptr::copy` allows them to overlap.
@@ -440,7 +465,6 @@ impl<'a> HeadWriter<'a> {
             std::ptr::copy(self.dst.add(end), self.dst.add(filled), self.at - end);
         }
         self.at -= end - filled;
-        self.gap = false;
     }
 
     /// `name: value` and CRLF.
