@@ -156,7 +156,16 @@ fn one_pass(
     w.close_gap(at, gap_start + gap);
     let mut keep_alive = req.keep_alive;
     let encoder = framing(status, exact, seen.declared, req, &mut keep_alive);
-    put_tail(&mut w, status, encoder, seen.declared, exact, keep_alive, req, false);
+    put_tail(
+        &mut w,
+        status,
+        encoder,
+        seen.declared,
+        exact,
+        keep_alive,
+        req,
+        false,
+    );
     w.finish();
     Some(Framed {
         encoder,
@@ -453,7 +462,10 @@ impl<'a> HeadWriter<'a> {
     /// Closes the gap `filled .. end` that [`put_at`](HeadWriter::put_at)
     /// left unfilled, moving what was written after it down.
     fn close_gap(&mut self, filled: usize, end: usize) {
-        assert!(filled <= end && end <= self.at, "response head gap out of order");
+        assert!(
+            filled <= end && end <= self.at,
+            "response head gap out of order"
+        );
         self.gap = false;
         if filled == end {
             return;

@@ -267,7 +267,8 @@ fn one_pass_writes_what_two_passes_write() {
                             one.extend_from_slice(b"before");
                             let mut two = one.clone();
                             let server = server.as_ref();
-                            let Some(a) = one_pass(status, &map, exact, req, server, hsts, &mut one)
+                            let Some(a) =
+                                one_pass(status, &map, exact, req, server, hsts, &mut one)
                             else {
                                 assert_eq!(one, &b"before"[..]);
                                 declined += 1;
