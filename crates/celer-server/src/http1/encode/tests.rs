@@ -1,5 +1,6 @@
 //! Unit tests of `encode`: every input whole, byte by byte and at every split.
 use super::*;
+use http::header::HeaderName;
 
 fn head(
     status: u16,
@@ -62,7 +63,11 @@ fn status_lines() {
     ] {
         let status = StatusCode::from_u16(code).unwrap();
         let mut out = BytesMut::new();
-        put_status_line(&mut out, status);
+        let (line, reason) = status_line(status);
+        out.extend_from_slice(line);
+        if let Some(reason) = reason {
+            out.extend_from_slice(format!("{} {reason}\r\n", status.as_str()).as_bytes());
+        }
         let want = format!(
             "HTTP/1.1 {} {}\r\n",
             status.as_str(),
@@ -191,4 +196,103 @@ fn large_data_is_queued_not_copied() {
     assert_eq!(buf.len(), 100_003);
     buf.advance(100_000);
     assert_eq!(buf.flat().unwrap(), b"ail");
+}
+
+#[test]
+fn a_head_past_the_buffer_grows_it_and_follows_what_was_queued() {
+    // Fields longer than a pooled buffer, after bytes already queued and
+    // with the server's own fields: each piece lands in order.
+    let mut map = HeaderMap::new();
+    let long = "x".repeat(3 * crate::http1::io::BUF_SIZE);
+    for name in ["x-one", "x-two", "x-three"] {
+        map.append(
+            http::header::HeaderName::from_static(name),
+            HeaderValue::from_str(&long).unwrap(),
+        );
+    }
+    map.append(header::DATE, HeaderValue::from_static("then"));
+    let mut buf = WriteBuf::default();
+    buf.put(b"earlier");
+    let server = Some(HeaderValue::from_static("celer"));
+    let hsts = HeaderValue::from_static("max-age=60");
+    let framed = encode_head(
+        StatusCode::IM_A_TEAPOT,
+        &map,
+        Some(0),
+        GET11,
+        &server,
+        Some(&hsts),
+        &mut buf,
+    );
+    let want = format!(
+        "earlierHTTP/1.1 418 I'm a teapot\r\nserver: celer\r\n\
+         strict-transport-security: max-age=60\r\nx-one: {long}\r\n\
+         x-two: {long}\r\nx-three: {long}\r\ndate: then\r\ncontent-length: 0\r\n\r\n"
+    );
+    assert_eq!(buf.flat().unwrap(), want.as_bytes());
+    assert_eq!(framed.encoder, Encoder::Length(0));
+}
+
+#[test]
+fn one_pass_writes_what_two_passes_write() {
+    // Every combination of the fields that steer the head, with and
+    // without the server's own fields: the one-pass head is byte for byte
+    // the two-pass head, or is declined with nothing written.
+    let fields: [(HeaderName, &str); 7] = [
+        (header::DATE, "Thu, 01 Jan 1970 00:00:00 GMT"),
+        (header::SERVER, "theirs"),
+        (header::STRICT_TRANSPORT_SECURITY, "max-age=1"),
+        (header::CONTENT_LENGTH, "7"),
+        (header::TRANSFER_ENCODING, "chunked"),
+        (header::CONNECTION, "close"),
+        (header::ETAG, "\"a\""),
+    ];
+    let hsts = HeaderValue::from_static("max-age=60");
+    let mut declined = 0;
+    for mask in 0u32..1 << fields.len() {
+        let mut map = HeaderMap::new();
+        for (i, (name, value)) in fields.iter().enumerate() {
+            if mask & (1 << i) != 0 {
+                map.append(name.clone(), HeaderValue::from_static(value));
+                map.append(header::VARY, HeaderValue::from_static("accept"));
+            }
+        }
+        for status in [200, 204, 304, 418] {
+            let status = StatusCode::from_u16(status).unwrap();
+            for req in [GET11, HEAD11, GET10, GET10_KA] {
+                for exact in [None, Some(3)] {
+                    for server in [None, Some(HeaderValue::from_static("celer"))] {
+                        for hsts in [None, Some(&hsts)] {
+                            let mut one = BytesMut::with_capacity(1024);
+                            one.extend_from_slice(b"before");
+                            let mut two = one.clone();
+                            let server = server.as_ref();
+                            let Some(a) =
+                                one_pass(status, &map, exact, req, server, hsts, &mut one)
+                            else {
+                                assert_eq!(one, &b"before"[..]);
+                                declined += 1;
+                                continue;
+                            };
+                            let b = two_passes(status, &map, exact, req, server, hsts, &mut two);
+                            assert_eq!(one, two, "{status} {mask:b} {req:?} {exact:?}");
+                            assert_eq!((a.encoder, a.keep_alive), (b.encoder, b.keep_alive));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // A status without a line of its own, or a Connection field, declines.
+    assert!(declined > 0);
+}
+
+#[test]
+fn one_pass_declines_a_head_past_the_room() {
+    let mut map = HeaderMap::new();
+    map.append(header::ETAG, HeaderValue::from_static("\"a\""));
+    let mut out = BytesMut::with_capacity(16);
+    out.extend_from_slice(b"before");
+    assert!(one_pass(StatusCode::OK, &map, Some(1), GET11, None, None, &mut out).is_none());
+    assert_eq!(out, &b"before"[..]);
 }
