@@ -249,6 +249,12 @@ fn two_passes(
     }
 }
 
+/// Whether answers with `status` never have a body or a length (1xx, 204).
+#[inline(always)]
+fn no_body_status(status: StatusCode) -> bool {
+    status.is_informational() || status == StatusCode::NO_CONTENT
+}
+
 /// How the body is framed; clears `keep_alive` for a body delimited by
 /// the connection's close.
 fn framing(
@@ -258,8 +264,7 @@ fn framing(
     req: ReqFacts,
     keep_alive: &mut bool,
 ) -> Encoder {
-    let no_body_status = status.is_informational() || status == StatusCode::NO_CONTENT;
-    if no_body_status || status == StatusCode::NOT_MODIFIED || req.is_head {
+    if no_body_status(status) || status == StatusCode::NOT_MODIFIED || req.is_head {
         Encoder::Skip
     } else if let Some(n) = exact.or(declared) {
         Encoder::Length(n)
@@ -290,11 +295,10 @@ fn put_tail(
     req: ReqFacts,
     wrote_connection: bool,
 ) {
-    let no_body_status = status.is_informational() || status == StatusCode::NO_CONTENT;
     match encoder {
         Encoder::Length(n) => w.content_length(n),
         Encoder::Chunked => w.put(b"transfer-encoding: chunked\r\n"),
-        Encoder::Skip if !no_body_status => {
+        Encoder::Skip if !no_body_status(status) => {
             // HEAD and 304 describe the representation a GET would get: the
             // service's own Content-Length wins, then the body's length.
             let n = match status {
@@ -443,18 +447,11 @@ impl<'a> HeadWriter<'a> {
         let n = name.len() + value.len() + 4;
         assert!(n <= self.at - *at, "response head past its gap");
         #[allow(unsafe_code)]
-        // SAFETY: the four copies fill `dst + at .. dst + at + n`, before
-        // `self.at` (checked above), so within the spare capacity, which
-        // nothing else borrows while the writer writes; the sources are
-        // shared slices elsewhere.
+        // SAFETY: `dst + at .. dst + at + n` lies before `self.at` (checked
+        // above), so within the spare capacity, which nothing else borrows
+        // while the writer writes; the sources are shared slices elsewhere.
         unsafe {
-            let d = self.dst.add(*at);
-            std::ptr::copy_nonoverlapping(name.as_ptr(), d, name.len());
-            let d = d.add(name.len());
-            std::ptr::copy_nonoverlapping(b": ".as_ptr(), d, 2);
-            let d = d.add(2);
-            std::ptr::copy_nonoverlapping(value.as_ptr(), d, value.len());
-            std::ptr::copy_nonoverlapping(b"\r\n".as_ptr(), d.add(value.len()), 2);
+            copy_field(self.dst.add(*at), name, value);
         }
         *at += n;
     }
@@ -487,18 +484,12 @@ impl<'a> HeadWriter<'a> {
             self.grow(n);
         }
         #[allow(unsafe_code)]
-        // SAFETY: the four copies fill `dst + at .. dst + at + n`, within
-        // the spare capacity (checked above, after growing it if needed),
-        // which nothing else borrows while the writer writes; the sources
-        // are shared slices elsewhere.
+        // SAFETY: `dst + at .. dst + at + n` lies within the spare capacity
+        // (checked above, after growing it if needed), which nothing else
+        // borrows while the writer writes; the sources are shared slices
+        // elsewhere.
         unsafe {
-            let d = self.dst.add(self.at);
-            std::ptr::copy_nonoverlapping(name.as_ptr(), d, name.len());
-            let d = d.add(name.len());
-            std::ptr::copy_nonoverlapping(b": ".as_ptr(), d, 2);
-            let d = d.add(2);
-            std::ptr::copy_nonoverlapping(value.as_ptr(), d, value.len());
-            std::ptr::copy_nonoverlapping(b"\r\n".as_ptr(), d.add(value.len()), 2);
+            copy_field(self.dst.add(self.at), name, value);
         }
         self.at += n;
     }
@@ -526,6 +517,28 @@ impl<'a> HeadWriter<'a> {
 
     fn finish(mut self) {
         self.commit();
+    }
+}
+
+/// Copies `name: value` and CRLF to `d`.
+///
+/// # Safety
+///
+/// `d` is valid for writes of `name.len() + value.len() + 4` bytes, and
+/// that range overlaps neither `name` nor `value`.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn copy_field(d: *mut u8, name: &[u8], value: &[u8]) {
+    // SAFETY: the four copies fill `d .. d + name.len() + value.len() + 4`
+    // in order, which the caller guarantees is writable and apart from the
+    // sources.
+    unsafe {
+        std::ptr::copy_nonoverlapping(name.as_ptr(), d, name.len());
+        let d = d.add(name.len());
+        std::ptr::copy_nonoverlapping(b": ".as_ptr(), d, 2);
+        let d = d.add(2);
+        std::ptr::copy_nonoverlapping(value.as_ptr(), d, value.len());
+        std::ptr::copy_nonoverlapping(b"\r\n".as_ptr(), d.add(value.len()), 2);
     }
 }
 
