@@ -145,9 +145,13 @@ class FeedLoad:
     def parse(self, text):
         """wrk's figures, or celer bench's: requests and latency after the
         warm-up, connections set up and failed (warm-up included), and the
-        server CPU celer bench read from /proc over the measured part."""
+        server CPU celer bench read from /proc over the measured part; or
+        h2load's, with the server CPU bench/feed/h2load-cpu read over
+        h2load's measured part."""
         if "Requests/sec" in text:
             return {**self.wrk.parse(text), "tool": "wrk"}
+        if '{"h2load"' in text:
+            return self.parse_h2load(text)
         out = {"requests": NAN, "req_per_s": NAN, "p50_us": NAN, "p99_us": NAN, "errors": 0, "non2xx": 0,
                "setup_ok": 0, "setup_failed": 0, "server_cpu_us": NAN, "server_cores": NAN, "tool": "celer-bench"}
         try:
@@ -163,6 +167,20 @@ class FeedLoad:
                    server_cpu_us=server.get("cpu_us_per_request") or NAN, server_cores=server.get("cores") or NAN)
         return out
 
+    @staticmethod
+    def parse_h2load(text):
+        """bench/feed/h2load-cpu's report. A request h2load counts as failed,
+        errored or timed out, or answered 4xx/5xx, is an error; so is an
+        application protocol other than the one asked for (the -h2 loads
+        must speak h2, the others http/1.1)."""
+        j = json.loads(text[text.index('{"h2load"'):].splitlines()[0])["h2load"]
+        proto = re.search(r"Application protocol: (\S+)", text)
+        out = {"requests": j["requests"], "req_per_s": j["req_per_s"], "p50_us": NAN, "p99_us": NAN,
+               "errors": j["failed"] + j["errored"] + j["timeout"], "non2xx": j["status"]["4xx"] + j["status"]["5xx"],
+               "setup_ok": 0, "setup_failed": 0, "server_cpu_us": j["server_cpu_us"],
+               "server_cores": j["server_cores"], "tool": "h2load", "proto": proto.group(1) if proto else "?"}
+        return out
+
     def log_text(self, text):
         return text
 
@@ -171,7 +189,7 @@ class FeedLoad:
         return f"celer bench ({v}) at 10,000 connections; {self.wrk.version()} at 1,000"
 
 
-FEED_COLUMNS = WRK_COLUMNS + ["tool", "load_ticks", "cpu_us_per_req_run", "setup_ok", "setup_failed", "sse_ready",
+FEED_COLUMNS = WRK_COLUMNS + ["tool", "proto", "load_ticks", "cpu_us_per_req_run", "setup_ok", "setup_failed", "sse_ready",
                               "doc_bytes", "sse_p50_us", "sse_p99_us", "sse_max_us", "sse_last_us", "sse_missing",
                               "sse_lost", "bytes_per_sub", "sse_cpu_us", "sse_gzip", "sse_inflated"]
 
@@ -209,6 +227,16 @@ class Feed(Scenario):
              Case("conditional-wrk", variant="https", scheme="https", servers=tls),
              Case("full-gzip-wrk", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
                   servers=tls),
+             # The same two polling loads with h2load (issue 19 names it beside
+             # celer bench): over HTTP/1.1 (`h2load --h1`) and over HTTP/2, one
+             # stream at a time per connection; server CPU counted over h2load's
+             # measured part (bench/feed/h2load-cpu). The floor speaks HTTP/1.1.
+             Case("conditional-h2load", variant="https", scheme="https", servers=tls_floor + ("base",)),
+             Case("full-gzip-h2load", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
+                  servers=tls_floor + ("base",)),
+             Case("conditional-h2", variant="https", scheme="https", servers=tls + ("base",)),
+             Case("full-gzip-h2", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
+                  servers=tls + ("base",)),
              Case("conditional-plain", variant="http-plain", scheme="http", servers=("celer", "floor")),
              Case("full-gzip-plain", variant="http-plain", scheme="http", headers=("Accept-Encoding: gzip",),
                   servers=("celer", "floor")),
@@ -257,7 +285,10 @@ class Feed(Scenario):
                 "the server's current ETag, every answer a 304; or Accept-Encoding: gzip, the 50 KiB document "
                 "compressed), the connections opened over --ramp during --warmup and server CPU per request "
                 "counted after it; conditional-wrk and full-gzip-wrk, the same with `wrk -t1` at --wrk-conns "
-                "(server CPU over the whole run); the floor (bench/peers/ws-floor --doc --tls, decision 153) runs "
+                "(server CPU over the whole run); conditional-h2load and full-gzip-h2load, the same two at --conns with "
+                "`h2load --h1 -t1 -m1` (its --warm-up-time is --warmup; server CPU over its measured part, "
+                "bench/feed/h2load-cpu), and conditional-h2 and full-gzip-h2 with `h2load -t1 -m1` over HTTP/2 "
+                "(celer, Go and nginx; the floor speaks HTTP/1.1); the floor (bench/peers/ws-floor --doc --tls, decision 153) runs "
                 "conditional and full-gzip beside celer, Go and nginx; sse (celer and the floor: the Go service and nginx have no event "
                 "stream): `celer bench --sse` with --subscribers subscribers to /feeds/doc/events, the bench "
                 "rewriting doc.json --updates times and timing each subscriber's receipt of each version from "
@@ -338,12 +369,23 @@ class Feed(Scenario):
     def load_argv(self, run, case, key, duration):
         url = f"{case.scheme}://127.0.0.1:{run.ports[key]}{PATHS[key[0]]}"
         headers = list(case.headers)
+        o = run.opts
         if case.name.startswith("conditional"):
             headers.append(f"If-None-Match: {self.etags[key[0]]}")
         if case.name.endswith("-wrk"):
             argv = self.loadgen.wrk.argv(url, case.conns, duration, headers)
             return argv[:3] + rt(run) + argv[3:]
-        o = run.opts
+        if case.name.endswith(("-h2load", "-h2")):
+            # The driver's 1-second warm-up of each server: 1,000
+            # connections, a 1-second warm-up of h2load's own.
+            conns, warmup = (min(case.conns, o.wrk_conns), 1) if duration == 1 else (case.conns, o.warmup)
+            argv = ["timeout", "-k", "5", str(duration + warmup + 120), "taskset", "-c", "1", *rt(run),
+                    os.path.join(run.bench, "feed/h2load-cpu"), "--pid", str(run.pids[key].pid), "--",
+                    "h2load", *(["--h1"] if case.name.endswith("-h2load") else []), "-t", "1", "-c", str(conns),
+                    "-m", "1", "-D", str(duration), "--warm-up-time", str(warmup)]
+            for h in headers:
+                argv += ["-H", h]
+            return argv + [url]
         # The driver's 1-second warm-up of each server: a short run at the
         # -wrk load's size, no ramp.
         conns, ramp, warmup = (min(case.conns, o.wrk_conns), 0, 0) if duration == 1 else (case.conns, o.ramp, o.warmup)
@@ -360,7 +402,12 @@ class Feed(Scenario):
         warm-up included) is kept as cpu_us_per_req_run."""
         bad = r.get("errors") or r.get("non2xx") or r.get("setup_failed")
         run.flagged += bool(bad)
-        if r.get("tool") != "celer-bench":
+        if r.get("tool") == "h2load":
+            want = "h2" if case.name.endswith("-h2") else "http/1.1"
+            if r.get("proto") != want:
+                run.log(f"{label}: {case.name} spoke {r.get('proto')}, not {want}")
+                run.flagged += 1
+        if r.get("tool") not in ("celer-bench", "h2load"):
             return {}
         cores = r.get("server_cores", NAN)
         return {"cpu_us_per_req_run": r["cpu_us_per_req"], "cpu_us_per_req": f"{r['server_cpu_us']:.3f}",
@@ -368,6 +415,8 @@ class Feed(Scenario):
 
     def log_line(self, rep, case, label, r):
         extra = ""
+        if r.get("tool") == "h2load":
+            extra = f"  {r.get('proto')}, whole-run CPU {float(r['cpu_us_per_req']):.2f} us/req"
         if r.get("tool") == "celer-bench":
             extra = f"  set up {r['setup_ok']}, failed {r['setup_failed']}, whole-run CPU {float(r['cpu_us_per_req_run']):.2f} us/req"
         return (f"repeat {rep} {case.name:<16} {label:<6} {r['req_per_s']:>9,.0f} req/s  CPU "
@@ -433,6 +482,11 @@ class Feed(Scenario):
                                    "connections opened during the warm-up, server CPU per request counted after it."),
                               ("-wrk", PINNED.format("wrk -t1") + ", HTTPS keep-alive (TLS 1.3, resumption off); "
                                        "server CPU over the whole run (connections' handshakes included)."),
+                              ("-h2load", PINNED.format("h2load --h1 -t1 -m1") + ", HTTPS keep-alive over HTTP/1.1 "
+                                          "(TLS 1.3, resumption off); server CPU per request counted over h2load's "
+                                          "measured part (bench/feed/h2load-cpu), after its warm-up."),
+                              ("-h2", PINNED.format("h2load -t1 -m1") + ", HTTPS over HTTP/2 (one stream at a time "
+                                      "per connection); server CPU as for h2load --h1."),
                               ("-plain", PINNED.format("celer bench") + ", plain HTTP keep-alive, celer and the floor "
                                          "(bench/peers/ws-floor --doc); as the first table otherwise.")):
             part = [r for r in rows if r["scenario"] in ("conditional" + suffix, "full-gzip" + suffix)]
@@ -444,33 +498,33 @@ class Feed(Scenario):
         if load and any(r.get("setup_ok") for r in load):
             out += "Connections set up by celer bench (warm-up included) / failed, per run:\n"
             for r in load:
-                if r.get("tool") == "celer-bench" or r.get("setup_ok"):
+                if r.get("tool") == "celer-bench" or (not r.get("tool") and r.get("setup_ok")):
                     out += (f"  repeat {r['repeat']} {r['scenario']:<12} {r['server']:<6} {r['setup_ok']:>6} / "
                             f"{r['setup_failed'] or 0}\n")
             out += "\n"
         med = lambda sc, sv: median([r for r in rows if r["scenario"] == sc and r["server"] == sv], "cpu_us_per_req")
         out += "Issue 19's targets (server CPU per request, celer / peer):\n"
-        for suffix in ("", "-wrk"):
+        for suffix in ("", "-wrk", "-h2load", "-h2"):
             for sc, peer, target in (("conditional", "go", 0.33), ("conditional", "nginx", 0.8),
                                      ("full-gzip", "go", 0.33)):
                 c, p = med(sc + suffix, "celer"), med(sc + suffix, peer)
                 if c == c and p == p and p > 0:
                     verdict = "met" if c / p <= target else "NOT met"
-                    out += (f"  {sc + suffix:<16} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x "
+                    out += (f"  {sc + suffix:<20} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x "
                             f"(target <= {target}x: {verdict})\n")
-        for sc in ("conditional", "full-gzip"):
+        for sc in [s + suffix for suffix in ("", "-h2load", "-h2") for s in ("conditional", "full-gzip")]:
             b, g, c = med(sc, "base"), med(sc, "go"), med(sc, "celer")
             if b == b and c == c and b > 0:
-                out += (f"  {sc:<16} celer/base (CELER_BASE_BIN): {c:.2f} / {b:.2f} us = {c / b:.2f}x"
+                out += (f"  {sc:<20} celer/base (CELER_BASE_BIN): {c:.2f} / {b:.2f} us = {c / b:.2f}x"
                         + (f"; base/go {b / g:.2f}x" if g == g and g > 0 else "") + "\n")
         floor_lines = ""
-        for sc in ("conditional", "full-gzip"):
+        for sc in ("conditional", "full-gzip", "conditional-h2load", "full-gzip-h2load"):
             f, g, c = med(sc, "floor"), med(sc, "go"), med(sc, "celer")
             if f == f and g == g and g > 0:
-                floor_lines += (f"  {sc:<16} floor over HTTPS / Go over HTTPS: {f:.2f} / {g:.2f} us = {f / g:.2f}x "
+                floor_lines += (f"  {sc:<20} floor over HTTPS / Go over HTTPS: {f:.2f} / {g:.2f} us = {f / g:.2f}x "
                                 f"({'below' if f / g <= 0.33 else 'ABOVE'} the 0.33x target)\n")
             if f == f and c == c and f > 0:
-                floor_lines += f"  {sc:<16} celer/floor, both HTTPS: {c:.2f} / {f:.2f} us = {c / f:.2f}x\n"
+                floor_lines += f"  {sc:<20} celer/floor, both HTTPS: {c:.2f} / {f:.2f} us = {c / f:.2f}x\n"
         for sc in ("conditional", "full-gzip"):
             f, g, c = med(sc + "-plain", "floor"), med(sc, "go"), med(sc + "-plain", "celer")
             if f == f and g == g and g > 0:
@@ -540,6 +594,8 @@ class Feed(Scenario):
                 f"bench/README.md. conditional and full-gzip: `celer bench -t1 -c{self.case('conditional').conns}` over HTTPS "
                 f"(TLS 1.3, ECDSA P-256), keep-alive (the -plain loads: the same over plain HTTP, celer and the floor), connections opened over {o.ramp} s within a {o.warmup} s "
                 "warm-up (each sends its first request when the ramp ends), server CPU from /proc (`--pid --pid-tree`) after the warm-up; the -wrk loads: "
-                f"`wrk -t1 -c{self.case('conditional-wrk').conns}`, server CPU over the whole run. The document is a 50 KiB "
+                f"`wrk -t1 -c{self.case('conditional-wrk').conns}`, server CPU over the whole run; the -h2load and -h2 loads: "
+                f"`h2load -t1 -m1 -c{self.case('conditional-h2').conns}` (`--h1` for -h2load) with a {o.warmup} s "
+                "warm-up (all connections opened at its start), server CPU over h2load's measured part. The document is a 50 KiB "
                 f"JSON file (gzip: about 4.5 KiB). sse: {self.case('sse').conns} subscribers, {o.updates} updates "
                 "per repeat, the bench writing the file (rename over it) with its CLOCK_REALTIME in a field.")
