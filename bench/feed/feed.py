@@ -237,6 +237,12 @@ class Feed(Scenario):
              Case("conditional-h2", variant="https", scheme="https", servers=tls + ("base",)),
              Case("full-gzip-h2", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
                   servers=tls + ("base",)),
+             # The seed's own load: each of the connections polling about
+             # once a second (the feed's refresh interval), `celer bench -R`
+             # open loop, so that no server is saturated (decision 163).
+             Case("conditional-paced", variant="https", scheme="https", servers=tls_floor + ("base",)),
+             Case("full-gzip-paced", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
+                  servers=tls_floor + ("base",)),
              Case("conditional-plain", variant="http-plain", scheme="http", servers=("celer", "floor")),
              Case("full-gzip-plain", variant="http-plain", scheme="http", headers=("Accept-Encoding: gzip",),
                   servers=("celer", "floor")),
@@ -265,6 +271,9 @@ class Feed(Scenario):
         p.add_argument("--warmup", type=int, default=11, metavar="SECS",
                        help="celer bench's unmeasured warm-up, the ramp included; server CPU is counted after "
                             "it (default 11)")
+        p.add_argument("--paced-rate", type=int, default=0, metavar="REQ/S",
+                       help="the -paced loads' open-loop rate in total (default: one request per connection "
+                            "per second)")
         p.add_argument("--wrk-conns", type=int, default=1000, metavar="N",
                        help="wrk keep-alive connections of the -wrk loads (default 1000)")
         p.add_argument("--subscribers", type=int, default=10000, metavar="N",
@@ -287,7 +296,8 @@ class Feed(Scenario):
                 "counted after it; conditional-wrk and full-gzip-wrk, the same with `wrk -t1` at --wrk-conns "
                 "(server CPU over the whole run); conditional-h2load and full-gzip-h2load, the same two at --conns with "
                 "`h2load --h1 -t1 -m1` (its --warm-up-time is --warmup; server CPU over its measured part, "
-                "bench/feed/h2load-cpu), and conditional-h2 and full-gzip-h2 with `h2load -t1 -m1` over HTTP/2 "
+                "bench/feed/h2load-cpu), conditional-paced and full-gzip-paced, the celer bench loads open loop at "
+                "--paced-rate (default: one request per connection per second), and conditional-h2 and full-gzip-h2 with `h2load -t1 -m1` over HTTP/2 "
                 "(celer, Go and nginx; the floor speaks HTTP/1.1); the floor (bench/peers/ws-floor --doc --tls, decision 153) runs "
                 "conditional and full-gzip beside celer, Go and nginx; sse (celer and the floor: the Go service and nginx have no event "
                 "stream): `celer bench --sse` with --subscribers subscribers to /feeds/doc/events, the bench "
@@ -392,6 +402,8 @@ class Feed(Scenario):
         argv = ["timeout", "-k", "5", str(duration + warmup + 120), "taskset", "-c", "1", *rt(run), self.loadgen.exe,
                 "bench", url, "-k", "-t", "1", "-c", str(conns), "-d", f"{duration}s", "--warmup", f"{warmup}s",
                 "--ramp", f"{ramp}s", "--pid", str(run.pids[key].pid), "--pid-tree", "--json", "-q"]
+        if case.name.endswith("-paced"):
+            argv += ["-R", str(o.paced_rate or conns)]
         for h in headers:
             argv += ["-H", h]
         return argv
@@ -482,6 +494,9 @@ class Feed(Scenario):
                                    "connections opened during the warm-up, server CPU per request counted after it."),
                               ("-wrk", PINNED.format("wrk -t1") + ", HTTPS keep-alive (TLS 1.3, resumption off); "
                                        "server CPU over the whole run (connections' handshakes included)."),
+                              ("-paced", PINNED.format("celer bench -t1 -R") + ", HTTPS keep-alive, open loop: "
+                                         "each connection polls about once a second (the rate is the number of "
+                                         "connections), so no server is saturated; server CPU after the warm-up."),
                               ("-h2load", PINNED.format("h2load --h1 -t1 -m1") + ", HTTPS keep-alive over HTTP/1.1 "
                                           "(TLS 1.3, resumption off); server CPU per request counted over h2load's "
                                           "measured part (bench/feed/h2load-cpu), after its warm-up."),
@@ -504,7 +519,7 @@ class Feed(Scenario):
             out += "\n"
         med = lambda sc, sv: median([r for r in rows if r["scenario"] == sc and r["server"] == sv], "cpu_us_per_req")
         out += "Issue 19's targets (server CPU per request, celer / peer):\n"
-        for suffix in ("", "-wrk", "-h2load", "-h2"):
+        for suffix in ("", "-wrk", "-paced", "-h2load", "-h2"):
             for sc, peer, target in (("conditional", "go", 0.33), ("conditional", "nginx", 0.8),
                                      ("full-gzip", "go", 0.33)):
                 c, p = med(sc + suffix, "celer"), med(sc + suffix, peer)
@@ -512,13 +527,13 @@ class Feed(Scenario):
                     verdict = "met" if c / p <= target else "NOT met"
                     out += (f"  {sc + suffix:<20} celer/{peer}: {c:.2f} / {p:.2f} us = {c / p:.2f}x "
                             f"(target <= {target}x: {verdict})\n")
-        for sc in [s + suffix for suffix in ("", "-h2load", "-h2") for s in ("conditional", "full-gzip")]:
+        for sc in [s + suffix for suffix in ("", "-paced", "-h2load", "-h2") for s in ("conditional", "full-gzip")]:
             b, g, c = med(sc, "base"), med(sc, "go"), med(sc, "celer")
             if b == b and c == c and b > 0:
                 out += (f"  {sc:<20} celer/base (CELER_BASE_BIN): {c:.2f} / {b:.2f} us = {c / b:.2f}x"
                         + (f"; base/go {b / g:.2f}x" if g == g and g > 0 else "") + "\n")
         floor_lines = ""
-        for sc in ("conditional", "full-gzip", "conditional-h2load", "full-gzip-h2load"):
+        for sc in [s + suffix for suffix in ("", "-paced", "-h2load") for s in ("conditional", "full-gzip")]:
             f, g, c = med(sc, "floor"), med(sc, "go"), med(sc, "celer")
             if f == f and g == g and g > 0:
                 floor_lines += (f"  {sc:<20} floor over HTTPS / Go over HTTPS: {f:.2f} / {g:.2f} us = {f / g:.2f}x "
