@@ -3,7 +3,7 @@
 //!
 //! - `config`: [`ConnConfig`], every connection's settings
 //! - `date`: the cached `Date` value and line (RFC 9110 §6.6.1)
-//! - `deadline`: [`poll_deadline`], a lazily re-armed timer
+//! - `deadline`: [`Deadline`], a lazily re-armed timer
 //! - `reject`: [`Reject`] and the plain-text refusal it is answered with
 //!
 //! **Architecture Invariant:** `http1` and `http2` meet only here (and in
@@ -17,5 +17,5 @@ mod reject;
 
 pub use config::ConnConfig;
 pub(crate) use config::ServerHeader;
-pub(crate) use deadline::poll_deadline;
+pub(crate) use deadline::Deadline;
 pub(crate) use reject::Reject;

@@ -26,12 +26,12 @@ use http::{Method, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::fastcgi::{self, Event, ProtocolStatus, Session, SessionLimits, kind};
 use super::params;
 use crate::body::{Demand, Incoming, Sender};
-use crate::common::{ConnConfig, Reject, poll_deadline};
+use crate::common::{ConnConfig, Deadline, Reject};
 use crate::error::{Error, Kind};
 use crate::serve::HttpService;
 use crate::shutdown::Watch;
@@ -121,7 +121,7 @@ struct Conn<I, S> {
     served: u64,
     last_read: Instant,
     last_write: Instant,
-    timer: Pin<Box<Sleep>>,
+    timer: Deadline,
 }
 
 /// Serves FastCGI responder requests on `io` until the front end closes it,
@@ -160,7 +160,7 @@ pub(crate) async fn serve<I: Transport, S: HttpService>(
         served: 0,
         last_read: now,
         last_write: now,
-        timer: Box::pin(tokio::time::sleep_until(now)),
+        timer: Deadline::new(now),
     };
     if let Err(err) = poll_fn(|cx| conn.poll_run(cx)).await {
         tracing::debug!(target: "celer::gateway", error = %err, "FastCGI connection closed");
@@ -382,7 +382,7 @@ impl<I: Transport, S: HttpService> Conn<I, S> {
         let Some((at, what)) = deadline else {
             return Poll::Pending;
         };
-        if poll_deadline(&mut self.timer, at, cx).is_pending() {
+        if self.timer.poll(at, cx).is_pending() {
             return Poll::Pending;
         }
         match what {

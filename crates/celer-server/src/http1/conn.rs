@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::{Instant, Sleep};
 
 use crate::body::{Demand, Incoming, Sender};
-use crate::common::{ConnConfig, Reject, poll_deadline};
+use crate::common::{ConnConfig, Deadline, Reject};
 use crate::error::{BoxError, Error, Kind};
 use crate::file::SendFile;
 use crate::http1::decode::{Decoded, Decoder};
@@ -56,7 +56,7 @@ pub(super) struct Conn<I, W> {
     pub(super) shutdown: Watch,
     /// The read-side deadline: head, idle or body timeout. Re-armed lazily:
     /// it may fire before the deadline in force, which then re-arms it.
-    pub(super) timer: Pin<Box<Sleep>>,
+    pub(super) timer: Deadline,
     /// The write-side deadline, created the first time a write waits.
     pub(super) write_timer: Option<Pin<Box<Sleep>>>,
     pub(super) served: u64,
@@ -198,7 +198,7 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
             if shutdown.poll_started_mut(cx).is_ready() {
                 return Poll::Ready(Ok(false));
             }
-            poll_deadline(timer, deadline, cx).map(|()| Ok(false))
+            timer.poll(deadline, cx).map(|()| Ok(false))
         })
         .await
     }
@@ -240,7 +240,7 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
             if shutdown.poll_started_mut(cx).is_ready() {
                 return Poll::Ready(Ok(None));
             }
-            poll_deadline(timer, deadline, cx).map(|()| Ok(None))
+            timer.poll(deadline, cx).map(|()| Ok(None))
         })
         .await
     }
@@ -255,7 +255,7 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
             if let Poll::Ready(res) = poll_read_buf(io, cx, rbuf) {
                 return Poll::Ready(res.map(Some));
             }
-            poll_deadline(timer, deadline, cx).map(|()| Ok(None))
+            timer.poll(deadline, cx).map(|()| Ok(None))
         })
         .await
     }
@@ -497,9 +497,7 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
                 feed.continue_owed = false;
                 self.wbuf.put(b"HTTP/1.1 100 Continue\r\n\r\n");
                 let limits = &self.config.limits;
-                self.timer
-                    .as_mut()
-                    .reset(Instant::now() + limits.body_timeout);
+                self.timer.reset(Instant::now() + limits.body_timeout);
             }
             if let Poll::Ready(Err(err)) = self.poll_flush(cx) {
                 return Poll::Ready(Err(Fail::Io(err)));
@@ -566,7 +564,7 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
                 }
                 Poll::Pending => {
                     let deadline = feed.deadline;
-                    if poll_deadline(&mut self.timer, deadline, cx).is_ready() {
+                    if self.timer.poll(deadline, cx).is_ready() {
                         feed.sender.fail(Error::new(Kind::BodyTimeout));
                         feed.stopped = true;
                         return Poll::Ready(Err(Fail::Reject(Reject::new(

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use crate::body::Incoming;
-use crate::common::{ConnConfig, Reject};
+use crate::common::{ConnConfig, Deadline, Reject};
 use crate::error::BoxError;
 use crate::http1::conn::{Conn, Fail, Fed, Feed, SEND_FILE_MIN};
 use crate::http1::encode::{Encoder, ReqFacts};
@@ -79,7 +79,7 @@ where
     B::Error: Into<BoxError>,
     W: Switch<I, S>,
 {
-    let timer = Box::pin(tokio::time::sleep_until(Instant::now()));
+    let timer = Deadline::new(Instant::now());
     let mut conn = Conn {
         io,
         rbuf: BytesMut::new(),

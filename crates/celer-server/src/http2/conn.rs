@@ -32,7 +32,7 @@ use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 use crate::body::Incoming;
-use crate::common::{ConnConfig, Reject, date, poll_deadline};
+use crate::common::{ConnConfig, Deadline, Reject, date};
 use crate::error::BoxError;
 use crate::file::{FILE_CHUNK, SendFile};
 use crate::http2::body::{H2Body, Handback};
@@ -96,7 +96,7 @@ pub(crate) async fn serve_connection<I, S, B>(
         config: &config,
         shutdown,
         phase: Phase::Open,
-        timer: Box::pin(tokio::time::sleep(limits.head_timeout)),
+        timer: Deadline::new(Instant::now() + limits.head_timeout),
         quiet: None,
         opened: 0,
         cancelled: 0,
@@ -281,7 +281,7 @@ struct ConnState<'a> {
     config: &'a ConnConfig,
     shutdown: Watch,
     phase: Phase,
-    timer: Pin<Box<Sleep>>,
+    timer: Deadline,
     /// When the current spell with no stream in flight ends.
     quiet: Option<Instant>,
     opened: u64,
@@ -325,7 +325,7 @@ impl<'a> ConnState<'a> {
                     Phase::GoingAway => limits.write_timeout,
                 }
         });
-        if poll_deadline(&mut self.timer, deadline, cx).is_ready() {
+        if self.timer.poll(deadline, cx).is_ready() {
             self.quiet = None;
             return true;
         }

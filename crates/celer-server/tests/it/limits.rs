@@ -162,6 +162,27 @@ async fn idle_keep_alive_connections_are_closed() {
     assert!(c.is_closed().await);
 }
 
+/// The idle timer is armed once and left alone between requests while it
+/// is early (decision 164): when it fires before the deadline in force it
+/// is re-armed, and once the requests stop it still closes the connection.
+#[tokio::test]
+async fn requests_keep_a_connection_alive_past_its_first_deadline() {
+    let srv = start(short_timeouts()).await;
+    let mut c = Raw::connect(srv.addr).await;
+    // A request every 100 ms for a second: the timer armed at the first
+    // wait (300 ms on) fires early three times over, is re-armed each
+    // time, and never ends the connection.
+    for _ in 0..10 {
+        c.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        let r = c.response().await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("connection"), None);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Then idle: closed quietly.
+    assert!(c.is_closed().await);
+}
+
 #[tokio::test]
 async fn a_silent_new_connection_is_closed() {
     let srv = start(short_timeouts()).await;

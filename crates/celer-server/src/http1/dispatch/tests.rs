@@ -286,7 +286,7 @@ async fn a_request_in_flight_holds_the_service_future_or_the_body_not_both() {
         wbuf: WriteBuf::default(),
         config: Arc::new(ConnConfig::default()),
         shutdown: Shutdown::new().watch(),
-        timer: Box::pin(tokio::time::sleep_until(Instant::now())),
+        timer: crate::common::Deadline::new(Instant::now()),
         write_timer: None,
         served: 0,
         switch: Http1Only,
