@@ -92,6 +92,26 @@ fn next_byte(bytes: &[u8], from: usize, byte: u8) -> usize {
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     let semis: u64 = u64::from_ne_bytes([byte; 8]);
     let mut i = from;
+    // Sixteen bytes a step where SSE2 is there (every x86-64): a compare,
+    // a mask of the equal bytes, its lowest bit. No run-time dispatch.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+        while let Some(chunk) = bytes.get(i..i + 16) {
+            #[allow(unsafe_code)]
+            // SAFETY: the build enables SSE2 (the `cfg` above), which these
+            // intrinsics need; `chunk` is 16 readable bytes, all an
+            // unaligned load reads.
+            let found = unsafe {
+                let block = _mm_loadu_si128(chunk.as_ptr().cast());
+                _mm_movemask_epi8(_mm_cmpeq_epi8(block, _mm_set1_epi8(byte as i8)))
+            } as u32;
+            if found != 0 {
+                return i + found.trailing_zeros() as usize;
+            }
+            i += 16;
+        }
+    }
     while let Some(chunk) = bytes.get(i..i + 8) {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
@@ -295,11 +315,12 @@ mod tests {
         assert_eq!(all("t=abc==; u=a=b"), [("t", "abc=="), ("u", "a=b")]);
     }
 
-    /// The word-at-a-time search finds the first `;` wherever it sits in
-    /// a word, after another `;` in the same word, or in the tail.
+    /// The block-at-a-time search (sixteen bytes, then eight) finds the
+    /// first `;` wherever it sits in a block, after another `;` in the
+    /// same block, or in the tail.
     #[test]
     fn semicolon_search_agrees_with_a_byte_loop() {
-        let mut field = [b'a'; 40];
+        let mut field = [b'a'; 72];
         for len in 0..field.len() {
             for from in 0..=len {
                 for at in [
@@ -308,6 +329,12 @@ mod tests {
                     Some(7),
                     Some(8),
                     Some(15),
+                    Some(16),
+                    Some(17),
+                    Some(31),
+                    Some(32),
+                    Some(47),
+                    Some(48),
                     Some(len.saturating_sub(1)),
                 ] {
                     field.iter_mut().for_each(|b| *b = b'a');
@@ -317,9 +344,11 @@ mod tests {
                             field[at + 1] = b';';
                         }
                     }
-                    // Bytes whose XOR with `;` borrows across bytes.
+                    // Bytes whose XOR with `;` borrows across bytes, and
+                    // one with the high bit set.
                     if len > 3 && from == 0 {
                         field[1] = b';' ^ 0x01;
+                        field[2] = b';' | 0x80;
                     }
                     let bytes = &field[..len];
                     let expect = (from..len).find(|&i| bytes[i] == b';').unwrap_or(len);
