@@ -27,7 +27,8 @@
 //! example-hello-secure [--listen SPEC]... [--workers N] (--help for all)
 //! bench/instructions --header-from /bench/cookie --path /plaintext BIN
 //! bench/instructions --header-from /bench/cookie --path /s/plaintext BIN
-//! (and /s/bare, /f/plaintext, /f/bare, /m/plaintext)
+//! (and /s/bare, /f/plaintext, /f/bare, /m/plaintext; add
+//! --header-file bench/headers/chrome-navigation for a browser's request)
 //! ```
 
 #[global_allocator]
