@@ -96,7 +96,9 @@ fn next_byte(bytes: &[u8], from: usize, byte: u8) -> usize {
     // a mask of the equal bytes, its lowest bit. No run-time dispatch.
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+        use std::arch::x86_64::{
+            _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+        };
         while let Some(chunk) = bytes.get(i..i + 16) {
             #[allow(unsafe_code)]
             // SAFETY: the build enables SSE2 (the `cfg` above), which these
