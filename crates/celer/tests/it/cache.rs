@@ -107,6 +107,44 @@ async fn get_and_head_share_entries_over_the_wire() {
     served.stop().await;
 }
 
+/// A hit carries one `Age` (the cache's, not the handler's) and one
+/// `Content-Length`, or none for a status without content; HEAD gets the
+/// GET's length.
+#[tokio::test]
+async fn hits_carry_one_age_and_their_length() {
+    let mut app = App::new();
+    let cache = MicroCache::new(Duration::from_secs(60));
+    app.get("/aged", |_req: Request| async {
+        let mut res = Response::new(Body::from("twelve bytes"));
+        res.headers_mut()
+            .insert(header::AGE, HeaderValue::from_static("99"));
+        res
+    })
+    .middleware(cache.clone());
+    app.get("/empty", |_req: Request| async { StatusCode::NO_CONTENT })
+        .middleware(cache.clone());
+    let count =
+        |reply: &Reply, name: header::HeaderName| reply.headers.get_all(name).iter().count();
+    for round in 0..3 {
+        let reply = get(&app, "/aged", &[]).await;
+        assert_eq!(reply.body, "twelve bytes", "round {round}");
+        assert_eq!(reply.header("age"), Some("0"), "round {round}");
+        assert_eq!(count(&reply, header::AGE), 1, "round {round}");
+        assert_eq!(reply.header("content-length"), Some("12"), "round {round}");
+        assert_eq!(count(&reply, header::CONTENT_LENGTH), 1, "round {round}");
+        let reply = get(&app, "/empty", &[]).await;
+        assert_eq!(reply.status, StatusCode::NO_CONTENT, "round {round}");
+        assert_eq!(count(&reply, header::CONTENT_LENGTH), 0, "round {round}");
+        assert_eq!(count(&reply, header::AGE), 1, "round {round}");
+    }
+    let head = send_with(&app, http::Request::head("/aged"), Body::empty()).await;
+    assert_eq!(
+        (head.body.as_str(), head.header("content-length")),
+        ("", Some("12"))
+    );
+    assert_eq!(cache.stats().hits, 5);
+}
+
 #[tokio::test(start_paused = true)]
 async fn entries_expire_after_the_ttl_and_carry_their_age() {
     let calls = Arc::new(AtomicUsize::new(0));

@@ -281,10 +281,18 @@ impl MicroCache {
         match collect_limited(body, self.config.max_entry_bytes).await {
             Collected::Whole(body) => {
                 let varied = varied_values(&vary, &headers);
-                let size = entry_size(&url, &parts.headers, &body);
+                let mut fields = parts.headers;
+                // The fields every hit sets are in the entry already, so a
+                // hit's copy of the map (`HeaderMap::clone` keeps no spare
+                // room) replaces `Age` instead of growing to add it.
+                fields.insert(AGE, HeaderValue::from_static("0"));
+                if has_length(parts.status) {
+                    fields.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+                }
+                let size = entry_size(&url, &fields, &body);
                 let entry = Arc::new(Entry {
                     status: parts.status,
-                    headers: parts.headers,
+                    headers: fields,
                     body,
                     stored: Instant::now(),
                     vary,
@@ -434,13 +442,15 @@ fn respond(entry: &Entry, is_head: bool, request: &HeaderMap) -> Response {
         Body::from(entry.body.clone())
     });
     *res.status_mut() = entry.status;
+    // The entry holds `Content-Length` and an `Age` to replace.
     *res.headers_mut() = entry.headers.clone();
     res.headers_mut().insert(AGE, HeaderValue::from(age));
-    if entry.status != StatusCode::NO_CONTENT && entry.status != StatusCode::NOT_MODIFIED {
-        res.headers_mut()
-            .insert(CONTENT_LENGTH, HeaderValue::from(entry.body.len()));
-    }
     res
+}
+
+/// Whether a response of `status` declares its content's length.
+fn has_length(status: StatusCode) -> bool {
+    status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED
 }
 
 /// RFC 9110 §13.1.2: `If-None-Match` with weak comparison; `*` matches any
