@@ -175,22 +175,6 @@ pub(crate) fn parse_head(
     }))
 }
 
-/// Field names without an `http` constant that [`other_header_name`] knows: a
-/// static name is shared, never copied (no allocation per request).
-const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
-const SEC_FETCH_MODE: HeaderName = HeaderName::from_static("sec-fetch-mode");
-const SEC_FETCH_USER: HeaderName = HeaderName::from_static("sec-fetch-user");
-const SEC_FETCH_DEST: HeaderName = HeaderName::from_static("sec-fetch-dest");
-const SEC_CH_UA: HeaderName = HeaderName::from_static("sec-ch-ua");
-const SEC_CH_UA_MOBILE: HeaderName = HeaderName::from_static("sec-ch-ua-mobile");
-const SEC_CH_UA_PLATFORM: HeaderName = HeaderName::from_static("sec-ch-ua-platform");
-const PRIORITY: HeaderName = HeaderName::from_static("priority");
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
-const X_REQUESTED_WITH: HeaderName = HeaderName::from_static("x-requested-with");
-
 /// The field name for `bytes`. The names browsers and load generators send
 /// most, in their usual spellings, are matched directly; anything else goes
 /// through `HeaderName::from_bytes`, which lowercases and classifies it.
@@ -227,20 +211,26 @@ fn header_name(bytes: &[u8]) -> Result<HeaderName, Reject> {
 /// match so that the names every request has are not slowed by these.
 #[inline(never)]
 fn other_header_name(bytes: &[u8]) -> Result<HeaderName, Reject> {
+    // A name built at compile time: a static `Bytes`, shared, never copied.
+    macro_rules! name {
+        ($name:literal) => {
+            const { HeaderName::from_static($name) }
+        };
+    }
     let known = match bytes {
-        b"Sec-Fetch-Site" | b"sec-fetch-site" => SEC_FETCH_SITE,
-        b"Sec-Fetch-Mode" | b"sec-fetch-mode" => SEC_FETCH_MODE,
-        b"Sec-Fetch-User" | b"sec-fetch-user" => SEC_FETCH_USER,
-        b"Sec-Fetch-Dest" | b"sec-fetch-dest" => SEC_FETCH_DEST,
-        b"sec-ch-ua" | b"Sec-CH-UA" => SEC_CH_UA,
-        b"sec-ch-ua-mobile" | b"Sec-CH-UA-Mobile" => SEC_CH_UA_MOBILE,
-        b"sec-ch-ua-platform" | b"Sec-CH-UA-Platform" => SEC_CH_UA_PLATFORM,
-        b"Priority" | b"priority" => PRIORITY,
-        b"X-Forwarded-For" | b"x-forwarded-for" => X_FORWARDED_FOR,
-        b"X-Forwarded-Proto" | b"x-forwarded-proto" => X_FORWARDED_PROTO,
-        b"X-Forwarded-Host" | b"x-forwarded-host" => X_FORWARDED_HOST,
-        b"X-Real-IP" | b"x-real-ip" => X_REAL_IP,
-        b"X-Requested-With" | b"x-requested-with" => X_REQUESTED_WITH,
+        b"Sec-Fetch-Site" | b"sec-fetch-site" => name!("sec-fetch-site"),
+        b"Sec-Fetch-Mode" | b"sec-fetch-mode" => name!("sec-fetch-mode"),
+        b"Sec-Fetch-User" | b"sec-fetch-user" => name!("sec-fetch-user"),
+        b"Sec-Fetch-Dest" | b"sec-fetch-dest" => name!("sec-fetch-dest"),
+        b"sec-ch-ua" | b"Sec-CH-UA" => name!("sec-ch-ua"),
+        b"sec-ch-ua-mobile" | b"Sec-CH-UA-Mobile" => name!("sec-ch-ua-mobile"),
+        b"sec-ch-ua-platform" | b"Sec-CH-UA-Platform" => name!("sec-ch-ua-platform"),
+        b"Priority" | b"priority" => name!("priority"),
+        b"X-Forwarded-For" | b"x-forwarded-for" => name!("x-forwarded-for"),
+        b"X-Forwarded-Proto" | b"x-forwarded-proto" => name!("x-forwarded-proto"),
+        b"X-Forwarded-Host" | b"x-forwarded-host" => name!("x-forwarded-host"),
+        b"X-Real-IP" | b"x-real-ip" => name!("x-real-ip"),
+        b"X-Requested-With" | b"x-requested-with" => name!("x-requested-with"),
         _ => return HeaderName::from_bytes(bytes).map_err(|_| Reject::bad("invalid header name")),
     };
     Ok(known)
