@@ -14,8 +14,9 @@
 //!
 //! - `GET /NAME`: the document. Its strong ETag is the content hash
 //!   (instances serving the same bytes agree), `If-None-Match` gets `304`,
-//!   `Cache-Control: max-age` is the interval, `Last-Modified` is when the
-//!   version came, `Vary: accept-encoding`; the br, zstd and gzip variants
+//!   `Cache-Control: max-age` is the interval, `Last-Modified` (on `200`s:
+//!   a `304` has the ETag) is when the version came, `Vary:
+//!   accept-encoding`; the br, zstd and gzip variants
 //!   are made once per version and chosen by `Accept-Encoding`.
 //! - `GET /NAME/events`: server-sent events, one per version, the
 //!   version's id (its content hash) as the event id: a client that

@@ -65,8 +65,10 @@ pub(crate) struct Rep {
     /// which costs about a third of inserting its fields one by one
     /// (each insert hashes its name and probes).
     pub(crate) ok_fields: HeaderMap,
-    /// The fields of a `304`: the ETag, Last-Modified, Cache-Control and
-    /// Vary a `200` would have (RFC 9110 §15.4.5).
+    /// The fields of a `304`: the ETag, Cache-Control and Vary a `200`
+    /// would have (RFC 9110 §15.4.5). Not Last-Modified: the section
+    /// advises against other metadata when an ETag is there, and every
+    /// poll that matches pays for each field (decision 168).
     pub(crate) not_modified_fields: HeaderMap,
 }
 
@@ -168,15 +170,15 @@ impl Rep {
             Some(coding) => format!("\"{id}.{}\"", coding.token()),
         };
         let etag = HeaderValue::try_from(etag).expect("hex digits are a valid header value");
-        let mut not_modified_fields = HeaderMap::with_capacity(4);
+        let mut not_modified_fields = HeaderMap::with_capacity(3);
         not_modified_fields.insert(header::ETAG, etag.clone());
-        not_modified_fields.insert(header::LAST_MODIFIED, modified.1.clone());
         not_modified_fields.insert(header::CACHE_CONTROL, cache_control.clone());
         not_modified_fields.insert(header::VARY, VARY);
         let mut ok_fields = HeaderMap::with_capacity(7);
         ok_fields.insert(header::CONTENT_TYPE, JSON);
         ok_fields.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
         ok_fields.extend(not_modified_fields.clone());
+        ok_fields.insert(header::LAST_MODIFIED, modified.1.clone());
         if let Some(coding) = coding {
             ok_fields.insert(
                 header::CONTENT_ENCODING,
@@ -303,13 +305,16 @@ mod tests {
         for rep in [&version.identity, gz] {
             for fields in [&rep.ok_fields, &rep.not_modified_fields] {
                 assert_eq!(fields[header::ETAG], rep.validators.etag);
-                assert_eq!(
-                    fields[header::LAST_MODIFIED],
-                    "Thu, 01 Jan 1970 00:00:01 GMT"
-                );
                 assert_eq!(fields[header::CACHE_CONTROL], "max-age=1");
                 assert_eq!(fields[header::VARY], "accept-encoding");
             }
+            assert_eq!(
+                rep.ok_fields[header::LAST_MODIFIED],
+                "Thu, 01 Jan 1970 00:00:01 GMT"
+            );
+            // A 304 carries the ETag, so not Last-Modified (RFC 9110
+            // §15.4.5).
+            assert!(!rep.not_modified_fields.contains_key(header::LAST_MODIFIED));
             assert_eq!(rep.ok_fields[header::CONTENT_TYPE], "application/json");
             assert_eq!(
                 rep.ok_fields[header::CONTENT_LENGTH],
