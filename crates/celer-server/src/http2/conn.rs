@@ -15,13 +15,15 @@
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use std::os::unix::fs::FileExt;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::task::AtomicWaker;
 use h2::server::{Connection, SendResponse};
 use h2::{Reason, SendStream};
 use http::header::{self, HeaderMap, HeaderValue};
@@ -109,6 +111,7 @@ pub(crate) async fn serve_connection<I, S, B>(
         batch: Vec::new(),
         scratch: None,
         answer,
+        waker: ConnWaker::new(),
     };
     if let Err(err) = poll_fn(|cx| driver.poll(cx)).await {
         tracing::debug!(target: "celer::http2", error = %err, "connection closed");
@@ -131,6 +134,89 @@ struct Driver<'a, I, S: Service<Request<Incoming>>, F, A> {
     /// answers finish at their first poll, so those cost no allocation.
     scratch: Option<Pin<Box<Option<A>>>>,
     answer: F,
+    /// What `h2`'s connection is polled with: see [`ConnWaker`].
+    waker: (Arc<ConnWaker>, Waker),
+}
+
+/// The waker `h2`'s connection holds. A response queued by an answer
+/// this task is running wakes the connection, and a plain waker would
+/// poll the whole task again only to find the frames already written by
+/// the connection poll that follows the answers. While the driver is
+/// inside its `poll`, a wake only marks the connection woken, and the
+/// driver polls it again before it returns; outside, the wake reaches the
+/// task (decision 168).
+///
+/// A few rounds per poll at most: past them the wake goes to the task,
+/// which the runtime polls after its other work. (Tokio's budget wakes
+/// the same way when it runs out: looping on such a wake would spin.)
+#[derive(Default)]
+struct ConnWaker {
+    /// The task's waker, from its latest poll.
+    task: AtomicWaker,
+    /// The driver is inside its `poll`.
+    polling: AtomicBool,
+    /// Woken since the driver last began a poll of the connection.
+    woken: AtomicBool,
+}
+
+impl Wake for ConnWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.polling.load(SeqCst) {
+            self.woken.store(true, SeqCst);
+            // Still inside: the driver sees the mark before it returns
+            // (it leaves `polling` before its last look at `woken`).
+            if self.polling.load(SeqCst) {
+                return;
+            }
+        }
+        self.task.wake();
+    }
+}
+
+/// Rounds a driver's poll goes again because the connection was woken
+/// inside it, at most.
+const WOKEN_ROUNDS: u32 = 4;
+
+impl ConnWaker {
+    /// A waker of the connection, and its state.
+    fn new() -> (Arc<ConnWaker>, Waker) {
+        let state = Arc::new(ConnWaker::default());
+        let waker = Waker::from(state.clone());
+        (state, waker)
+    }
+
+    /// The driver enters its poll, by `cx`.
+    fn enter(&self, cx: &Context<'_>) {
+        self.task.register(cx.waker());
+        self.polling.store(true, SeqCst);
+    }
+
+    /// The connection is about to be polled: wakes until now are answered.
+    fn polled(&self) {
+        self.woken.store(false, SeqCst);
+    }
+
+    /// The driver would return pending: true when it should go round
+    /// again instead (woken inside, and `rounds` not used up); otherwise
+    /// it has left, and a wake that came too late or too often has
+    /// reached the task.
+    fn leave(&self, rounds: &mut u32) -> bool {
+        self.polling.store(false, SeqCst);
+        if !self.woken.swap(false, SeqCst) {
+            return false;
+        }
+        if *rounds < WOKEN_ROUNDS {
+            *rounds += 1;
+            self.polling.store(true, SeqCst);
+            return true;
+        }
+        self.task.wake();
+        false
+    }
 }
 
 impl<'a, I, S, B, F, A> Driver<'a, I, S, F, A>
@@ -152,7 +238,12 @@ where
             batch,
             scratch,
             answer,
+            waker,
         } = self;
+        let (waker, conn_waker) = &*waker;
+        waker.enter(cx);
+        let mut conn_cx = Context::from_waker(conn_waker);
+        let mut rounds = 0;
         loop {
             while let Poll::Ready(Some(ended)) = streams.poll_next_unpin(cx) {
                 state.ended(ended, conn);
@@ -196,7 +287,8 @@ where
                         break;
                     }
                 }
-                match conn.poll_accept(cx) {
+                waker.polled();
+                match conn.poll_accept(&mut conn_cx) {
                     Poll::Ready(Some(Ok((request, respond)))) => {
                         state.opened += 1;
                         // A new stream ends the quiet spell even if it is
@@ -231,11 +323,16 @@ where
                 }
             }
             if service_busy {
-                return conn.poll_closed(cx);
+                waker.polled();
+                let closed = conn.poll_closed(&mut conn_cx);
+                if closed.is_ready() || !waker.leave(&mut rounds) {
+                    return closed;
+                }
+                continue;
             }
-            // Streams that queued frames have woken this task, so the
-            // connection is polled again to write them.
-            if !accepted {
+            // Streams that queued frames have marked the connection woken,
+            // so it is polled again to write them.
+            if !accepted && !waker.leave(&mut rounds) {
                 return Poll::Pending;
             }
         }
@@ -980,3 +1077,6 @@ async fn wait_capacity(
     })
     .await
 }
+
+#[cfg(test)]
+mod tests;
