@@ -4,6 +4,7 @@
 //! - `config`: [`ConnConfig`], every connection's settings
 //! - `date`: the cached `Date` value and line (RFC 9110 §6.6.1)
 //! - `deadline`: [`Deadline`], a lazily re-armed timer
+//! - `hello` (tests only): a service that answers at once
 //! - `reject`: [`Reject`] and the plain-text refusal it is answered with
 //!
 //! **Architecture Invariant:** `http1` and `http2` meet only here (and in
@@ -13,6 +14,8 @@
 mod config;
 pub(crate) mod date;
 mod deadline;
+#[cfg(test)]
+pub(crate) mod hello;
 mod reject;
 
 pub use config::ConnConfig;

@@ -1,6 +1,7 @@
 //! The request loop: the connection's size, idle waits, streaming bodies.
 
 use super::*;
+use crate::common::hello::Hello;
 use std::task::Poll;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -9,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 #[tokio::test]
 async fn connection_state_stays_small() {
     let (io, _peer) = tokio::io::duplex(64);
-    let service = tower_service_fn();
+    let service = Hello;
     let fut = serve_connection(
         io,
         service,
@@ -22,29 +23,6 @@ async fn connection_state_stays_small() {
     // under ~408 bytes for tokio's task cell to fit the 512-byte size
     // class (docs/decisions/004): at most 376 here.
     assert!(size <= 376, "connection future is {size} bytes");
-}
-
-#[derive(Clone)]
-struct Hello;
-
-impl Service<Request<Incoming>> for Hello {
-    type Response = Response<http_body_util::Full<Bytes>>;
-    type Error = std::convert::Infallible;
-    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<Incoming>) -> Self::Future {
-        std::future::ready(Ok(Response::new(http_body_util::Full::new(
-            Bytes::from_static(b"hi"),
-        ))))
-    }
-}
-
-fn tower_service_fn() -> Hello {
-    Hello
 }
 
 /// A transport that keeps the trait's default readiness (answered at

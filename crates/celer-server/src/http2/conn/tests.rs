@@ -5,26 +5,8 @@ use super::*;
 use std::sync::atomic::AtomicUsize;
 use std::task::Poll;
 
+use crate::common::hello::Hello;
 use crate::shutdown::Shutdown;
-
-#[derive(Clone)]
-struct Hello;
-
-impl Service<Request<Incoming>> for Hello {
-    type Response = Response<http_body_util::Full<Bytes>>;
-    type Error = std::convert::Infallible;
-    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<Incoming>) -> Self::Future {
-        std::future::ready(Ok(Response::new(http_body_util::Full::new(
-            Bytes::from_static(b"hi"),
-        ))))
-    }
-}
 
 /// Counts the polls of the future it wraps.
 struct Counted<F> {
