@@ -85,7 +85,15 @@ fn with_cached<R>(f: impl FnOnce(&Cached) -> R) -> R {
                 cached.line[..6].copy_from_slice(b"date: ");
                 cached.line[6..6 + DATE_LEN].copy_from_slice(text.as_bytes());
                 cached.line[6 + DATE_LEN..].copy_from_slice(b"\r\n");
-                if let Ok(value) = HeaderValue::from_str(&text) {
+                if let Ok(mut value) = HeaderValue::from_str(&text) {
+                    // Over HTTP/2 this makes `h2` send the date as a literal
+                    // that is never indexed, instead of adding a new entry
+                    // to every connection's HPACK table each second: each
+                    // answer's lookup walked the connection's stale dates
+                    // (the table chains values of one name oldest first),
+                    // and they pushed the fields that do repeat out of the
+                    // table (decision 169).
+                    value.set_sensitive(true);
                     cached.value = value;
                 }
             }
@@ -100,7 +108,8 @@ pub(crate) fn with_date_line<R>(f: impl FnOnce(&[u8; LINE_LEN]) -> R) -> R {
     with_cached(|cached| f(&cached.line))
 }
 
-/// The current second's date as a header value (a reference-counted copy).
+/// The current second's date as a header value (a reference-counted copy),
+/// marked sensitive so HPACK never indexes it.
 pub(crate) fn date_value() -> HeaderValue {
     with_cached(|cached| cached.value.clone())
 }

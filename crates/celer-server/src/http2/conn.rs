@@ -69,7 +69,7 @@ pub(crate) async fn serve_connection<I, S, B>(
     io: I,
     service: S,
     config: Arc<ConnConfig>,
-    shutdown: Watch,
+    mut shutdown: Watch,
 ) where
     I: AsyncRead + AsyncWrite + Unpin,
     S: Service<Request<Incoming>, Response = Response<B>>,
@@ -81,7 +81,7 @@ pub(crate) async fn serve_connection<I, S, B>(
     let handshake = builder(&config).handshake::<_, Bytes>(io);
     let conn = tokio::select! {
         biased;
-        () = poll_fn(|cx| shutdown.poll_started(cx)) => return,
+        () = poll_fn(|cx| shutdown.poll_started_mut(cx)) => return,
         done = tokio::time::timeout(limits.head_timeout, handshake) => match done {
             Ok(Ok(conn)) => conn,
             Ok(Err(err)) => {
@@ -245,10 +245,15 @@ where
         let mut conn_cx = Context::from_waker(conn_waker);
         let mut rounds = 0;
         loop {
-            while let Poll::Ready(Some(ended)) = streams.poll_next_unpin(cx) {
+            // An empty set is not polled: it has nothing to finish, and a
+            // poll would touch its queue (allocations of their own) on
+            // every turn of a connection whose answers all finish at once.
+            while !streams.is_empty()
+                && let Poll::Ready(Some(ended)) = streams.poll_next_unpin(cx)
+            {
                 state.ended(ended, conn);
             }
-            if state.phase == Phase::Open && state.shutdown.poll_started(cx).is_ready() {
+            if state.phase == Phase::Open && state.shutdown.poll_started_mut(cx).is_ready() {
                 state.go_away(conn);
             }
             if streams.is_empty() {
@@ -470,11 +475,12 @@ impl<'a> ConnState<'a> {
         // gateway turns into `Host`, RFC 9113 §8.3.1) and the target in
         // origin form, so a service reads both the same way on either
         // protocol. CONNECT (authority form) keeps its URI.
-        if !parts.headers.contains_key(header::HOST) {
-            if let Some(authority) = parts.uri.authority() {
-                if let Ok(value) = HeaderValue::from_str(authority.as_str()) {
-                    parts.headers.insert(header::HOST, value);
-                }
+        // (One probe of the map: the entry, not a look-up and an insert.)
+        if let (Some(authority), header::Entry::Vacant(slot)) =
+            (parts.uri.authority(), parts.headers.entry(header::HOST))
+        {
+            if let Ok(value) = HeaderValue::from_str(authority.as_str()) {
+                slot.insert(value);
             }
         }
         if let Some(target) = parts.uri.path_and_query() {

@@ -281,6 +281,71 @@ fn status_of(block: &[u8]) -> u16 {
     }
 }
 
+/// How a header block represents each field (RFC 7541 §6), the name as
+/// an index (0: a literal name).
+#[derive(Debug, PartialEq)]
+enum Repr {
+    Indexed(usize),
+    Incremental(usize),
+    WithoutIndexing(usize),
+    NeverIndexed(usize),
+    SizeUpdate,
+}
+
+/// An HPACK integer with an `n`-bit prefix at `*at` (RFC 7541 §5.1).
+fn hpack_read_int(block: &[u8], at: &mut usize, n: u32) -> usize {
+    let max = (1usize << n) - 1;
+    let mut value = usize::from(block[*at]) & max;
+    *at += 1;
+    if value == max {
+        let mut shift = 0;
+        loop {
+            let b = block[*at];
+            *at += 1;
+            value += usize::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+    }
+    value
+}
+
+/// The representations of a header block's fields, in order (strings
+/// are skipped, not decoded).
+fn representations(block: &[u8]) -> Vec<Repr> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    while at < block.len() {
+        let b = block[at];
+        let repr = if b & 0x80 != 0 {
+            Repr::Indexed(hpack_read_int(block, &mut at, 7))
+        } else if b & 0x40 != 0 {
+            Repr::Incremental(hpack_read_int(block, &mut at, 6))
+        } else if b & 0x20 != 0 {
+            hpack_read_int(block, &mut at, 5);
+            Repr::SizeUpdate
+        } else if b & 0x10 != 0 {
+            Repr::NeverIndexed(hpack_read_int(block, &mut at, 4))
+        } else {
+            Repr::WithoutIndexing(hpack_read_int(block, &mut at, 4))
+        };
+        if let Repr::Incremental(name) | Repr::WithoutIndexing(name) | Repr::NeverIndexed(name) =
+            repr
+        {
+            // A literal name, then the value: each a length and its bytes.
+            for _ in 0..if name == 0 { 2 } else { 1 } {
+                let len = hpack_read_int(block, &mut at, 7);
+                at += len;
+            }
+        }
+        out.push(repr);
+    }
+    assert_eq!(at, block.len(), "a field ran past the block");
+    out
+}
+
 /// A client speaking frames by hand.
 struct RawH2 {
     io: TcpStream,
@@ -458,6 +523,40 @@ async fn prior_knowledge_get_head_and_a_second_request() {
     assert_eq!(
         (r.status, r.text().as_str()),
         (StatusCode::NOT_FOUND, "not found")
+    );
+}
+
+/// The date changes every second, so it goes as a literal HPACK never
+/// indexes: it neither adds an entry to each connection's table every
+/// second nor is looked for among the stale ones (decision 169). Fields
+/// that repeat are still indexed: the second answer's `server` is a
+/// reference to the entry the first one added.
+#[tokio::test]
+async fn the_date_is_a_literal_never_indexed() {
+    // Static-table indices (RFC 7541 Appendix A); 62 on is the dynamic table.
+    const DATE: usize = 33;
+    const SERVER: usize = 54;
+    const DYNAMIC: usize = 62;
+    let srv = start_default().await;
+    let (mut c, _) = RawH2::handshake(srv.addr).await;
+    let mut blocks = Vec::new();
+    for id in [1, 3] {
+        c.get(id, "/hello").await;
+        let head = c.on_stream(id).await;
+        assert_eq!(head.kind, HEADERS, "{head:?}");
+        assert_eq!(status_of(&head.payload), 200);
+        blocks.push(representations(&head.payload));
+    }
+    for reprs in &blocks {
+        assert!(reprs.contains(&Repr::NeverIndexed(DATE)), "{reprs:?}");
+        assert!(!reprs.contains(&Repr::Incremental(DATE)), "{reprs:?}");
+    }
+    assert!(blocks[0].contains(&Repr::Incremental(SERVER)), "{blocks:?}");
+    assert!(
+        blocks[1]
+            .iter()
+            .any(|r| matches!(r, Repr::Indexed(i) if *i >= DYNAMIC)),
+        "{blocks:?}"
     );
 }
 
