@@ -184,7 +184,14 @@ impl Rep {
         ok_fields.insert(header::CONTENT_TYPE, JSON);
         ok_fields.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
         ok_fields.extend(not_modified_fields.clone());
-        ok_fields.insert(header::LAST_MODIFIED, modified.1.clone());
+        // A live feed's Last-Modified changes as often as the date, so
+        // over HTTP/2 it goes as a literal HPACK never indexes, as the
+        // engine's Date does: indexed, each version would add an entry to
+        // every connection's table, and each 200 would look for its value
+        // among the stale ones (decision 169).
+        let mut last_modified = modified.1.clone();
+        last_modified.set_sensitive(true);
+        ok_fields.insert(header::LAST_MODIFIED, last_modified);
         if let Some(coding) = coding {
             ok_fields.insert(
                 header::CONTENT_ENCODING,
@@ -321,6 +328,7 @@ mod tests {
                 rep.ok_fields[header::LAST_MODIFIED],
                 "Thu, 01 Jan 1970 00:00:01 GMT"
             );
+            assert!(rep.ok_fields[header::LAST_MODIFIED].is_sensitive());
             // A 304 carries the ETag, so not Last-Modified (RFC 9110
             // §15.4.5).
             assert!(!rep.not_modified_fields.contains_key(header::LAST_MODIFIED));
