@@ -115,8 +115,8 @@ def medians_table(rows, intro, cols, ratios, count, reference="celer", width=14)
 class Run:
     """One invocation of `bench/run SCENARIO`."""
 
-    def __init__(self, scenario, opts, argv):
-        self.sc, self.opts, self.argv = scenario, opts, argv
+    def __init__(self, scenario, opts, argv, prog):
+        self.sc, self.opts, self.argv, self.prog = scenario, opts, argv, prog
         self.root, self.bench = ROOT, os.path.join(ROOT, "bench")
         self.pids, self.ports, self.procs, self.rows = {}, {}, {}, []
         self.subst, self.cert, self.key = {}, "", ""
@@ -328,7 +328,7 @@ class Run:
 
     def write_readme(self, labels, summary):
         sc = self.sc
-        cmd = shlex.join(["bench/run", sc.name, *self.argv])
+        cmd = shlex.join([*self.prog.split(), *self.argv])
         env = " ".join(f"{k}={os.environ[k]}" for k in ("CELER_BIN", "ENGINE_BIN", "CELER_CLI", "QUIET_WAIT_MAX", "QUIET_PCT",
                                                          "CONTENDED_PCT", "CONTENDED_RETRIES") if os.environ.get(k))
         osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
@@ -380,7 +380,10 @@ def _positive(text):
     return int(text)
 
 
-def main(argv, scenarios):
+def main(argv, scenarios, prog=None):
+    """Runs `bench/run SCENARIO ...`; PROG names a scenario's own script
+    (bench/feed/run) where it is run through one, for its help, its
+    errors and the command its record gives."""
     top = argparse.ArgumentParser(prog="bench/run", description="Celer against its peers on this machine: servers pinned to CPU 0, the load generator to CPU 1, interleaved repeats, medians and ratios, server CPU per request from /proc; recorded under bench/runs/.",
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   epilog="scenarios:\n" + "\n".join(f"  {s.name:<8} {s.help}" for s in scenarios))
@@ -388,7 +391,8 @@ def main(argv, scenarios):
     if not argv or argv[0] not in [s.name for s in scenarios]:
         top.parse_args(argv[:1])  # prints the help, or names the error
     sc = next(s for s in scenarios if s.name == argv[0])
-    p = argparse.ArgumentParser(prog=f"bench/run {sc.name}", description=sc.help,
+    prog = prog or f"bench/run {sc.name}"
+    p = argparse.ArgumentParser(prog=prog, description=sc.help,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=sc.epilog())
     p.add_argument("--quick", action="store_true",
                    help=f"3 s per run{', 1 repeat' if sc.quick_repeats else ''}: a smoke run")
@@ -422,12 +426,12 @@ def main(argv, scenarios):
         for x in given or ():
             if x not in known:
                 p.error(f"unknown {what} '{x}' (known: {', '.join(known)})")
-    run = Run(sc, o, argv[1:])
+    run = Run(sc, o, argv[1:], prog)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     try:
         run.main()
     except Fatal as e:
-        print(f"bench/run {sc.name}: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -310,9 +310,11 @@ class Feed(Scenario):
                 "distinct segment once, decision 148; a server that sends it uncompressed is flagged)")
 
     def install(self, run):
+        from celerbench.peers import apt_install
         if not tool("wrk"):
-            from celerbench.peers import apt_install
             apt_install(run, "wrk")
+        if not tool("h2load") and any(c.name.endswith(("-h2load", "-h2")) for c in self.cases):
+            apt_install(run, "nghttp2-client")
         exe = run.opts.celer_bin or os.environ.get("CELER_BIN") or cargo_build(run, run.root, "celer-cli", "celer")
         if not exe:
             run.die("the celer CLI (celer bench) did not build")

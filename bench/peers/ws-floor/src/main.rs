@@ -14,7 +14,7 @@
 //! it either); subprotocols and permessage-deflate offers are ignored (the
 //! 101 names none, RFC 6455 section 4.2.2); close reasons are not checked.
 //!
-//! With `--doc FILE` it is also the floor of `bench/run feed`'s polling
+//! With `--doc FILE` it is also the floor of `bench/feed/run`'s polling
 //! loads: `GET /doc.json` answered from three responses made once at start
 //! (`304` when `If-None-Match` names the file's ETag, the `FILE.gz` copy when
 //! `Accept-Encoding` offers gzip and the copy exists, else the file), on a
