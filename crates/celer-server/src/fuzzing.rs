@@ -16,6 +16,9 @@
 //! - [`connection`]: the HTTP/1.1 engine on an in-memory stream, with time
 //!   paused: the connection ends (no hang) and everything written back is a
 //!   sequence of HTTP/1.1 responses.
+//! - [`http2_connection`]: the HTTP/2 engine the same way, after the
+//!   client preface: the connection ends, and what it writes back is
+//!   HTTP/2 frames a server may send, on the streams it may send them on.
 //! - [`tls_records`]: the TLS record layer against rustls's client, both
 //!   ways, across suites, lengths, sequence numbers and key updates: every
 //!   byte arrives unchanged.
@@ -454,6 +457,219 @@ impl Service<Request<Incoming>> for Echo {
     }
 }
 
+// ===== whole HTTP/2 connections =====
+
+/// The client connection preface (RFC 9113 §3.4), put before every
+/// HTTP/2 input so that the fuzzer's bytes are frames from the start.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Serves the client preface and then `data` as what a client sent on one
+/// HTTP/2 connection, with time paused. The first byte chooses: bit 0 the
+/// small limits, bit 1 a shutdown a virtual second in, bit 2 whether the
+/// client closes its side once it has written (else it waits for the
+/// server to close, as HTTP/2 clients do), the rest the size of the
+/// client's writes. Panics if the connection outlives an hour of virtual
+/// time or writes back anything [`check_frames`] refuses.
+pub fn http2_connection(data: &[u8]) {
+    let (mut limits, input) = split_input(data);
+    let selector = data.first().copied().unwrap_or(0);
+    let shutdown_early = selector & 2 == 2;
+    let half_close = selector & 4 == 4;
+    let step = usize::from(selector >> 3).max(1);
+    if selector & 1 == 1 {
+        limits.h2_max_concurrent_streams = 2;
+        limits.h2_stream_window = 1024;
+        limits.h2_connection_window = 2048;
+        limits.h2_max_cancelled_streams = 4;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    let output = runtime.block_on(async {
+        let (client, server) = tokio::io::duplex(16 * 1024);
+        let config = Arc::new(ConnConfig {
+            limits,
+            http2: true,
+            ..ConnConfig::default()
+        });
+        let shutdown = Shutdown::new();
+        let serve = crate::http2::serve_connection(server, Echo, config, shutdown.watch());
+        let stop = async {
+            if shutdown_early {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                shutdown.trigger();
+            }
+        };
+        let (mut reader, mut writer) = tokio::io::split(client);
+        // The write half is handed back, not dropped, so that a client
+        // that does not close its side keeps it open until the end.
+        let write = async move {
+            let whole = [H2_PREFACE, input].concat();
+            for piece in whole.chunks(step) {
+                if writer.write_all(piece).await.is_err() {
+                    return writer;
+                }
+            }
+            if half_close {
+                let _ = writer.shutdown().await;
+            }
+            writer
+        };
+        let read = async move {
+            let mut output = Vec::new();
+            let _ = reader.read_to_end(&mut output).await;
+            output
+        };
+        let all = async { tokio::join!(serve, stop, write, read).3 };
+        tokio::time::timeout(Duration::from_secs(3600), all)
+            .await
+            .expect("the connection did not end within an hour of virtual time")
+    });
+    check_frames(&output, input);
+}
+
+/// One frame's header (RFC 9113 §4.1).
+#[derive(Debug, Clone, Copy)]
+struct FrameHead {
+    len: usize,
+    kind: u8,
+    flags: u8,
+    stream: u32,
+}
+
+/// Splits the frames off the front of `bytes`; the second half is a last
+/// frame cut short (empty when every frame is whole).
+fn frames(mut bytes: &[u8]) -> (Vec<(FrameHead, &[u8])>, &[u8]) {
+    let mut found = Vec::new();
+    while bytes.len() >= 9 {
+        let head = FrameHead {
+            len: usize::from(bytes[0]) << 16 | usize::from(bytes[1]) << 8 | usize::from(bytes[2]),
+            kind: bytes[3],
+            flags: bytes[4],
+            stream: u32::from_be_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]) & 0x7fff_ffff,
+        };
+        if bytes.len() < 9 + head.len {
+            break;
+        }
+        found.push((head, &bytes[9..9 + head.len]));
+        bytes = &bytes[9 + head.len..];
+    }
+    (found, bytes)
+}
+
+/// Checks what the server wrote on an HTTP/2 connection whose client sent
+/// `input` after the preface:
+/// - it starts with the server's SETTINGS (not an acknowledgement);
+/// - every frame is of a type a server sends (never PRIORITY, PUSH_PROMISE
+///   or an unknown type) on the stream kind its type allows;
+/// - no frame is longer than the largest frame size the client allowed;
+/// - a header block is followed by its CONTINUATIONs and nothing between;
+/// - HEADERS and DATA go only on streams the client opened with HEADERS,
+///   DATA only after the response's HEADERS, and nothing after a frame
+///   that ended the stream;
+/// - after a GOAWAY, no stream past its last stream id gets an answer.
+///
+/// The last frame may be cut short: the engine may drop a connection with
+/// bytes still unwritten, which its peer reads as the end.
+fn check_frames(output: &[u8], input: &[u8]) {
+    use std::collections::{HashMap, HashSet};
+    const DATA: u8 = 0;
+    const HEADERS: u8 = 1;
+    const RST_STREAM: u8 = 3;
+    const SETTINGS: u8 = 4;
+    const PING: u8 = 6;
+    const GOAWAY: u8 = 7;
+    const WINDOW_UPDATE: u8 = 8;
+    const CONTINUATION: u8 = 9;
+    const END_STREAM: u8 = 0x1;
+    const END_HEADERS: u8 = 0x4;
+
+    // What the client's well-formed frames allow: the streams it opened
+    // and the largest frame size it announced (never below the default).
+    let mut max_frame = 16_384usize;
+    let mut opened = HashSet::new();
+    for (head, payload) in frames(input).0 {
+        match head.kind {
+            HEADERS => {
+                opened.insert(head.stream);
+            }
+            SETTINGS if head.flags & 1 == 0 => {
+                for setting in payload.chunks_exact(6) {
+                    if u16::from_be_bytes([setting[0], setting[1]]) == 5 {
+                        let value =
+                            u32::from_be_bytes([setting[2], setting[3], setting[4], setting[5]]);
+                        max_frame = max_frame.max(usize::try_from(value).unwrap_or(usize::MAX));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    let (sent, _cut) = frames(output);
+    let Some((first, _)) = sent.first() else {
+        panic!("the server wrote no SETTINGS frame");
+    };
+    assert!(
+        first.kind == SETTINGS && first.flags & 1 == 0 && first.stream == 0,
+        "the server's first frame is not its SETTINGS: {first:?}"
+    );
+    // Per stream: whether the response's HEADERS went, and whether it ended.
+    let mut answered: HashMap<u32, bool> = HashMap::new();
+    let mut continuing: Option<u32> = None;
+    let mut last_allowed = u32::MAX;
+    for (head, payload) in &sent {
+        assert!(
+            head.len <= max_frame,
+            "a frame over the client's size: {head:?}"
+        );
+        if let Some(stream) = continuing {
+            assert!(
+                head.kind == CONTINUATION && head.stream == stream,
+                "a header block on stream {stream} interrupted by {head:?}"
+            );
+        }
+        match head.kind {
+            SETTINGS | PING | GOAWAY => assert_eq!(head.stream, 0, "{head:?} on a stream"),
+            WINDOW_UPDATE => {}
+            RST_STREAM => assert_ne!(head.stream, 0, "RST_STREAM on stream 0"),
+            HEADERS | DATA => {
+                let stream = head.stream;
+                assert!(
+                    stream % 2 == 1 && opened.contains(&stream),
+                    "{head:?} on a stream the client did not open"
+                );
+                assert!(
+                    stream <= last_allowed,
+                    "{head:?} past the GOAWAY's last stream"
+                );
+                let ended = answered.get(&stream).copied();
+                assert_ne!(ended, Some(true), "{head:?} after the stream ended");
+                if head.kind == DATA {
+                    assert_eq!(
+                        ended,
+                        Some(false),
+                        "DATA before the response's HEADERS: {head:?}"
+                    );
+                }
+                answered.insert(stream, head.flags & END_STREAM != 0);
+            }
+            CONTINUATION => assert!(continuing.is_some(), "a CONTINUATION out of a header block"),
+            other => panic!("the server sent a frame of type {other}: {head:?}"),
+        }
+        if matches!(head.kind, HEADERS | CONTINUATION) {
+            continuing = (head.flags & END_HEADERS == 0).then_some(head.stream);
+        }
+        if head.kind == GOAWAY && payload.len() >= 4 {
+            let last =
+                u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff;
+            last_allowed = last_allowed.min(last);
+        }
+    }
+}
+
 /// Records sealed by Celer opened by rustls, and sealed by rustls opened by
 /// Celer, on one TLS connection: the input picks the suite (TLS 1.3 or
 /// 1.2; AES-GCM or ChaCha20-Poly1305), then a sequence of sends each way
@@ -623,6 +839,11 @@ mod tests {
     #[test]
     fn connection_corpus_replays() {
         replay("connection", super::connection);
+    }
+
+    #[test]
+    fn http2_connection_corpus_replays() {
+        replay("http2_connection", super::http2_connection);
     }
 
     #[test]
