@@ -14,7 +14,9 @@ use tokio::time::{Instant, Sleep};
 /// keep-alive traffic costs no timer work per request. Nor is the timer
 /// polled again by the task that last polled it while it is armed no
 /// later than the deadline asked for and has not fired: it already holds
-/// that task's waker and will use it when it fires (decision 164).
+/// that task's waker and will use it when it fires (decision 164). A poll
+/// that found the task's cooperative budget spent left no waker in the
+/// timer, so it is not recorded (decision 171).
 #[derive(Debug)]
 pub(crate) struct Deadline {
     /// One allocation for the timer and what is known of its waker: the
@@ -82,8 +84,16 @@ impl Deadline {
             if sleep.deadline() > deadline {
                 sleep.as_mut().reset(deadline);
             }
+            // A timer polled when the task's cooperative budget has run out
+            // answers pending without taking the waker (tokio wakes the task
+            // itself, to go on later): that answer is not recorded, or the
+            // next poll would leave alone a timer that holds no waker, and
+            // the deadline would never fire.
+            let budgeted = tokio::task::coop::has_budget_remaining();
             if sleep.as_mut().poll(cx).is_pending() {
-                *inner.polled_by = waker;
+                if budgeted {
+                    *inner.polled_by = waker;
+                }
                 return Poll::Pending;
             }
             if sleep.deadline() >= deadline {
@@ -165,6 +175,41 @@ mod tests {
         assert!(timer.poll(at, &mut cx).is_pending());
         assert_eq!(timer.inner.polled_by, 0);
         poll_fn(|cx| timer.poll(at, cx)).await;
+        assert!(Instant::now() >= at);
+    }
+
+    /// A timer first polled when the task's cooperative budget has run out
+    /// holds no waker (tokio answers pending and wakes the task itself):
+    /// the next poll must not leave it alone, or the deadline never fires.
+    /// (The HTTP/2 connection fuzz target found a connection that never
+    /// timed out this way.)
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_polled_without_budget_still_fires() {
+        let start = Instant::now();
+        let at = start + Duration::from_secs(2);
+        let mut timer = Deadline::new(at);
+        let mut first_poll = true;
+        let waited = tokio::time::timeout(
+            Duration::from_secs(3600),
+            poll_fn(|cx| {
+                if first_poll {
+                    first_poll = false;
+                    // Spend the budget of this poll of the task.
+                    let mut spent = 0;
+                    while tokio::task::coop::has_budget_remaining() {
+                        let mut step = std::pin::pin!(tokio::task::consume_budget());
+                        let _ = step.as_mut().poll(cx);
+                        spent += 1;
+                        assert!(spent < 10_000, "the budget never ran out");
+                    }
+                    assert!(timer.poll(at, cx).is_pending());
+                    return Poll::Pending;
+                }
+                timer.poll(at, cx)
+            }),
+        )
+        .await;
+        assert!(waited.is_ok(), "the deadline never fired");
         assert!(Instant::now() >= at);
     }
 }
