@@ -14,8 +14,9 @@
 //!   outcome is the same whole and in pieces; no more data comes out than
 //!   went in, nor more than the body limit.
 //! - [`connection`]: the HTTP/1.1 engine on an in-memory stream, with time
-//!   paused: the connection ends (no hang) and everything written back is a
-//!   sequence of HTTP/1.1 responses.
+//!   paused, the client closing its side or waiting: the connection ends
+//!   (no hang) and everything written back is a sequence of HTTP/1.1
+//!   responses.
 //! - [`http2_connection`]: the HTTP/2 engine the same way, after the
 //!   client preface: the connection ends, and what it writes back is
 //!   HTTP/2 frames a server may send, on the streams it may send them on.
@@ -287,16 +288,18 @@ fn decode_in_pieces(
 
 // ===== whole connections =====
 
-/// Serves `data` (after a first byte choosing the limits and the size of
-/// the client's writes) as what a client sent on one HTTP/1.1 connection,
-/// with time paused; panics if the connection outlives an hour of virtual
-/// time or writes back anything but HTTP/1.1 responses.
+/// Serves `data` as what a client sent on one HTTP/1.1 connection, with
+/// time paused. The first byte chooses: bit 0 the small limits, bit 1
+/// whether the client keeps its side open once it has written (so that
+/// the connection ends on the server's deadlines, not on the end of the
+/// stream), the rest the size of the client's writes. Panics if the
+/// connection outlives an hour of virtual time or writes back anything but
+/// HTTP/1.1 responses.
 pub fn connection(data: &[u8]) {
     let (limits, input) = split_input(data);
-    let step = match data.first() {
-        Some(selector) => usize::from(selector >> 1).max(1),
-        None => 1,
-    };
+    let selector = data.first().copied().unwrap_or(0);
+    let half_close = selector & 2 == 0;
+    let step = usize::from(selector >> 2).max(1);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -312,13 +315,18 @@ pub fn connection(data: &[u8]) {
         let shutdown = Shutdown::new();
         let serve = serve_connection(server, Echo, config, &shutdown);
         let (mut reader, mut writer) = tokio::io::split(client);
+        // The write half is handed back, not dropped, so that a client
+        // that does not close its side keeps it open until the end.
         let write = async move {
             for piece in input.chunks(step) {
                 if writer.write_all(piece).await.is_err() {
-                    return;
+                    return writer;
                 }
             }
-            let _ = writer.shutdown().await;
+            if half_close {
+                let _ = writer.shutdown().await;
+            }
+            writer
         };
         let read = async move {
             let mut output = Vec::new();
