@@ -314,31 +314,43 @@ pub fn connection(data: &[u8]) {
         });
         let shutdown = Shutdown::new();
         let serve = serve_connection(server, Echo, config, &shutdown);
-        let (mut reader, mut writer) = tokio::io::split(client);
-        // The write half is handed back, not dropped, so that a client
-        // that does not close its side keeps it open until the end.
-        let write = async move {
-            for piece in input.chunks(step) {
-                if writer.write_all(piece).await.is_err() {
-                    return writer;
-                }
-            }
-            if half_close {
-                let _ = writer.shutdown().await;
-            }
-            writer
-        };
-        let read = async move {
-            let mut output = Vec::new();
-            let _ = reader.read_to_end(&mut output).await;
-            output
-        };
-        let all = async { tokio::join!(serve, write, read).2 };
+        let all = async { tokio::join!(serve, client_side(client, input, step, half_close)).1 };
         tokio::time::timeout(Duration::from_secs(3600), all)
             .await
             .expect("the connection did not end within an hour of virtual time")
     });
     check_responses(&output);
+}
+
+/// The client of a fuzzed connection: writes `input` in pieces of `step`
+/// bytes, then closes its side if `half_close` (else keeps it open until
+/// the server closes, as most clients do), and returns all the server
+/// wrote.
+async fn client_side(
+    client: tokio::io::DuplexStream,
+    input: &[u8],
+    step: usize,
+    half_close: bool,
+) -> Vec<u8> {
+    let (mut reader, mut writer) = tokio::io::split(client);
+    let write = async {
+        for piece in input.chunks(step) {
+            if writer.write_all(piece).await.is_err() {
+                return;
+            }
+        }
+        if half_close {
+            let _ = writer.shutdown().await;
+        }
+    };
+    let read = async {
+        let mut output = Vec::new();
+        let _ = reader.read_to_end(&mut output).await;
+        output
+    };
+    // The write half lives until both are done: a client that does not
+    // close its side keeps it open until the server closes.
+    tokio::join!(write, read).1
 }
 
 /// Checks that `output` is a sequence of HTTP/1.1 response heads, each
@@ -510,27 +522,9 @@ pub fn http2_connection(data: &[u8]) {
                 shutdown.trigger();
             }
         };
-        let (mut reader, mut writer) = tokio::io::split(client);
-        // The write half is handed back, not dropped, so that a client
-        // that does not close its side keeps it open until the end.
-        let write = async move {
-            let whole = [H2_PREFACE, input].concat();
-            for piece in whole.chunks(step) {
-                if writer.write_all(piece).await.is_err() {
-                    return writer;
-                }
-            }
-            if half_close {
-                let _ = writer.shutdown().await;
-            }
-            writer
-        };
-        let read = async move {
-            let mut output = Vec::new();
-            let _ = reader.read_to_end(&mut output).await;
-            output
-        };
-        let all = async { tokio::join!(serve, stop, write, read).3 };
+        let whole = [H2_PREFACE, input].concat();
+        let client = client_side(client, &whole, step, half_close);
+        let all = async { tokio::join!(serve, stop, client).2 };
         tokio::time::timeout(Duration::from_secs(3600), all)
             .await
             .expect("the connection did not end within an hour of virtual time")
