@@ -300,12 +300,7 @@ pub fn connection(data: &[u8]) {
     let selector = data.first().copied().unwrap_or(0);
     let half_close = selector & 2 == 0;
     let step = usize::from(selector >> 2).max(1);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime");
-    let output = runtime.block_on(async {
+    let output = paused_runtime().block_on(async {
         let (client, server) = tokio::io::duplex(16 * 1024);
         let config = Arc::new(ConnConfig {
             limits,
@@ -320,6 +315,16 @@ pub fn connection(data: &[u8]) {
             .expect("the connection did not end within an hour of virtual time")
     });
     check_responses(&output);
+}
+
+/// A current-thread runtime whose clock is paused: it jumps to the next
+/// timer whenever every task waits, so deadlines pass at once.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime")
 }
 
 /// The client of a fuzzed connection: writes `input` in pieces of `step`
@@ -502,12 +507,7 @@ pub fn http2_connection(data: &[u8]) {
         limits.h2_connection_window = 2048;
         limits.h2_max_cancelled_streams = 4;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime");
-    let output = runtime.block_on(async {
+    let output = paused_runtime().block_on(async {
         let (client, server) = tokio::io::duplex(16 * 1024);
         let config = Arc::new(ConnConfig {
             limits,
