@@ -81,13 +81,15 @@ class FeedFloor(WsFloor):
     change of the file read once, its event (and its gzip segment) built
     once and sent in a plain loop; `--tls` with the bench's certificate
     unless the variant is a -plain one, as celer
-    (docs/decisions/153-feed-floors-sse-and-tls.md)."""
+    (docs/decisions/153-feed-floors-sse-and-tls.md), and `--h2`: HTTP/2 by
+    ALPN for the -h2 loads (the HTTP/1.1 clients offer only http/1.1;
+    docs/decisions/172-http2-floor.md)."""
 
     def argv(self, run, variant, port, dir_):
         root = run.subst["ROOT"]
         return super().argv(run, variant, port, dir_) + [
             "--doc", f"{root}/doc.json", "--sse", f"doc={root}/doc.json", "--sse", f"small={root}/small.json",
-            *([] if "-plain" in variant else ["--tls", run.cert, run.key]),
+            *([] if "-plain" in variant else ["--tls", run.cert, run.key, "--h2"]),
             *(["--own-records"] if run.opts.floor_own_records and "-plain" not in variant else [])]
 
     def version(self, run):
@@ -230,13 +232,14 @@ class Feed(Scenario):
              # The same two polling loads with h2load (issue 19 names it beside
              # celer bench): over HTTP/1.1 (`h2load --h1`) and over HTTP/2, one
              # stream at a time per connection; server CPU counted over h2load's
-             # measured part (bench/feed/h2load-cpu). The floor speaks HTTP/1.1.
+             # measured part (bench/feed/h2load-cpu). The floor speaks both
+             # (decision 172).
              Case("conditional-h2load", variant="https", scheme="https", servers=tls_floor + ("base",)),
              Case("full-gzip-h2load", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
                   servers=tls_floor + ("base",)),
-             Case("conditional-h2", variant="https", scheme="https", servers=tls + ("base",)),
+             Case("conditional-h2", variant="https", scheme="https", servers=tls_floor + ("base",)),
              Case("full-gzip-h2", variant="https", scheme="https", headers=("Accept-Encoding: gzip",),
-                  servers=tls + ("base",)),
+                  servers=tls_floor + ("base",)),
              # The seed's own load: each of the connections polling about
              # once a second (the feed's refresh interval), `celer bench -R`
              # open loop, so that no server is saturated (decision 163).
@@ -298,7 +301,7 @@ class Feed(Scenario):
                 "`h2load --h1 -t1 -m1` (its --warm-up-time is --warmup; server CPU over its measured part, "
                 "bench/feed/h2load-cpu), conditional-paced and full-gzip-paced, the celer bench loads open loop at "
                 "--paced-rate (default: one request per connection per second), and conditional-h2 and full-gzip-h2 with `h2load -t1 -m1` over HTTP/2 "
-                "(celer, Go and nginx; the floor speaks HTTP/1.1); the floor (bench/peers/ws-floor --doc --tls, decision 153) runs "
+                "(celer, Go, nginx and the floor, decision 172); the floor (bench/peers/ws-floor --doc --tls, decision 153) runs "
                 "conditional and full-gzip beside celer, Go and nginx; sse (celer and the floor: the Go service and nginx have no event "
                 "stream): `celer bench --sse` with --subscribers subscribers to /feeds/doc/events, the bench "
                 "rewriting doc.json --updates times and timing each subscriber's receipt of each version from "
@@ -535,7 +538,7 @@ class Feed(Scenario):
                 out += (f"  {sc:<20} celer/base (CELER_BASE_BIN): {c:.2f} / {b:.2f} us = {c / b:.2f}x"
                         + (f"; base/go {b / g:.2f}x" if g == g and g > 0 else "") + "\n")
         floor_lines = ""
-        for sc in [s + suffix for suffix in ("", "-paced", "-h2load") for s in ("conditional", "full-gzip")]:
+        for sc in [s + suffix for suffix in ("", "-paced", "-h2load", "-h2") for s in ("conditional", "full-gzip")]:
             f, g, c = med(sc, "floor"), med(sc, "go"), med(sc, "celer")
             if f == f and g == g and g > 0:
                 floor_lines += (f"  {sc:<20} floor over HTTPS / Go over HTTPS: {f:.2f} / {g:.2f} us = {f / g:.2f}x "
@@ -550,9 +553,10 @@ class Feed(Scenario):
             if f == f and c == c and f > 0:
                 floor_lines += f"  {sc + '-plain':<16} celer/floor, both plain HTTP: {c:.2f} / {f:.2f} us = {c / f:.2f}x\n"
         if floor_lines:
-            out += ("The floor (decisions 132, 153): the least user-space work a poll takes, over HTTPS (one "
-                    "rustls connection per socket opening each request and sealing each answer) and over plain "
-                    "HTTP:\n" + floor_lines)
+            out += ("The floor (decisions 132, 153, 172): the least user-space work a poll takes, over HTTPS (one "
+                    "rustls connection per socket opening each request and sealing each answer; over HTTP/2 also "
+                    "one HPACK decode per request, the answers encoded once without a dynamic table) and over "
+                    "plain HTTP:\n" + floor_lines)
         p99s = {}
         who = {"celer": "", "base": " (base build, CELER_BASE_BIN)",
                "floor": " (the floor: bench/peers/ws-floor --sse, decision 153)"}

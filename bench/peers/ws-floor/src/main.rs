@@ -45,7 +45,14 @@
 //! record layer does (decision 032); a key update or alert closes the
 //! connection (docs/decisions/153-feed-floors-sse-and-tls.md).
 //!
-//! peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY [--own-records]]
+//! With `--h2` too, ALPN offers HTTP/2 before HTTP/1.1 and `--doc` is
+//! served over HTTP/2 as well: one HPACK decode per request, answers
+//! encoded once with no dynamic table (`h2.rs`; decision 172).
+//!
+//! peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY [--own-records] [--h2]]
+
+mod h2;
+mod hpack;
 
 use std::io::{self, Read as _, Write as _};
 use std::sync::Arc;
@@ -109,6 +116,8 @@ enum Route {
     Broadcast,
     /// Plain HTTP/1.1 requests for the document, one after another.
     Document,
+    /// HTTP/2 after the client's preface (`--h2`): `Conn::session`.
+    Http2,
     /// An event stream, subscribed to the fan-out list `list` (its bytes
     /// from the client are ignored).
     Events {
@@ -144,6 +153,8 @@ struct Doc {
     /// `200` with the file, and with its gzip copy (if there is one).
     full: Vec<u8>,
     gzip: Option<Vec<u8>>,
+    /// The same answers for HTTP/2.
+    h2: h2::Answers,
 }
 
 /// A connection's state.
@@ -166,6 +177,8 @@ struct Conn {
     /// records opened and sealed here (then `tls` is `None` and `queued`
     /// holds sealed bytes).
     records: Option<Box<Records>>,
+    /// An HTTP/2 connection's state (`Route::Http2`).
+    session: Option<Box<h2::Session>>,
 }
 
 /// A TLS 1.3 session's record protection after its handshake (RFC 8446
@@ -220,6 +233,8 @@ struct Server {
     tls: Option<Arc<rustls::ServerConfig>>,
     /// `--own-records`: records framed here after the handshake.
     own_records: bool,
+    /// `--h2`: HTTP/2 after a client's preface.
+    h2: bool,
     /// Sealed records for the connection being written.
     sealed: Vec<u8>,
 }
@@ -231,13 +246,14 @@ struct Options {
     feeds: Vec<Feed>,
     tls: Option<Arc<rustls::ServerConfig>>,
     own_records: bool,
+    h2: bool,
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = || -> ! {
         eprintln!(
-            "usage: peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY [--own-records]]"
+            "usage: peer-ws-floor PORT [--doc FILE] [--sse NAME=FILE]... [--tls CERT KEY [--own-records] [--h2]]"
         );
         std::process::exit(2);
     };
@@ -250,6 +266,7 @@ fn main() {
         std::process::exit(1);
     };
     let mut options = Options::default();
+    let mut tls = None;
     let mut rest = &args[1..];
     while !rest.is_empty() {
         rest = match rest {
@@ -269,17 +286,27 @@ fn main() {
                 more
             }
             [flag, cert, key, more @ ..] if flag == "--tls" => {
-                let config = tls_config(cert, key)
-                    .unwrap_or_else(|e| fail(&format!("cannot use --tls {cert} {key}"), &e));
-                options.tls = Some(config);
+                tls = Some((cert, key));
                 more
             }
             [flag, more @ ..] if flag == "--own-records" => {
                 options.own_records = true;
                 more
             }
+            [flag, more @ ..] if flag == "--h2" => {
+                options.h2 = true;
+                more
+            }
             _ => usage(),
         };
+    }
+    if let Some((cert, key)) = tls {
+        let config = tls_config(cert, key, options.h2)
+            .unwrap_or_else(|e| fail(&format!("cannot use --tls {cert} {key}"), &e));
+        options.tls = Some(config);
+    } else if options.h2 {
+        // HTTP/2 is chosen by ALPN only: no h2c.
+        usage();
     }
     match Server::new(port, options) {
         Ok(mut server) => {
@@ -400,6 +427,7 @@ impl Server {
             mut feeds,
             tls,
             own_records,
+            h2,
         } = options;
         let mut inotify = -1;
         if !feeds.is_empty() {
@@ -433,6 +461,7 @@ impl Server {
             inotify,
             tls,
             own_records,
+            h2,
             sealed: Vec::with_capacity(READ_BYTES + READ_BYTES / 256),
         })
     }
@@ -552,6 +581,7 @@ impl Server {
                 sub: usize::MAX,
                 tls,
                 records: None,
+                session: None,
             });
             self.open += 1;
         }
@@ -572,11 +602,13 @@ impl Server {
             feeds,
             own_records,
             sealed,
+            h2,
             ..
         } = self;
         let ctx = Ctx {
             doc: doc.as_ref(),
             feeds,
+            h2: *h2,
         };
         let Some(conn) = conns.get_mut(fd as usize).and_then(Option::as_mut) else {
             return;
@@ -591,6 +623,7 @@ impl Server {
             pending,
             tls,
             records,
+            session,
             ..
         } = conn;
         match tls {
@@ -600,7 +633,7 @@ impl Server {
                         break;
                     };
                     let opened = rec.open_all(&mut read[..n], |bytes| {
-                        take(route, pending, bytes, reply, fanout, &ctx)
+                        take(route, session, pending, bytes, reply, fanout, &ctx)
                     });
                     match opened {
                         Err(()) => {
@@ -620,7 +653,7 @@ impl Server {
             }
             None => {
                 while let Some(n) = recv_some(fd, read, &mut lost) {
-                    if take(route, pending, &read[..n], reply, fanout, &ctx) {
+                    if take(route, session, pending, &read[..n], reply, fanout, &ctx) {
                         closing = true;
                         break;
                     }
@@ -659,7 +692,7 @@ impl Server {
                             break 'records;
                         }
                         Ok(n) => {
-                            if take(route, pending, &plain[..n], reply, fanout, &ctx) {
+                            if take(route, session, pending, &plain[..n], reply, fanout, &ctx) {
                                 closing = true;
                                 break 'records;
                             }
@@ -867,12 +900,15 @@ impl Server {
 struct Ctx<'a> {
     doc: Option<&'a Doc>,
     feeds: &'a [Feed],
+    /// `--h2`: a client's preface starts HTTP/2.
+    h2: bool,
 }
 
 /// Parses `bytes`, the next a connection received, after what it kept
 /// unparsed; true when the connection is to close after the replies.
 fn take(
     route: &mut Option<Route>,
+    session: &mut Option<Box<h2::Session>>,
     pending: &mut Vec<u8>,
     bytes: &[u8],
     reply: &mut Vec<u8>,
@@ -880,14 +916,14 @@ fn take(
     ctx: &Ctx,
 ) -> bool {
     let parsed = if pending.is_empty() {
-        let parsed = parse(route, bytes, reply, fanout, ctx);
+        let parsed = parse(route, session, bytes, reply, fanout, ctx);
         if let Parsed::More(at) = parsed {
             pending.extend_from_slice(&bytes[at..]);
         }
         parsed
     } else {
         pending.extend_from_slice(bytes);
-        let parsed = parse(route, pending, reply, fanout, ctx);
+        let parsed = parse(route, session, pending, reply, fanout, ctx);
         if let Parsed::More(at) = parsed {
             pending.drain(..at);
         }
@@ -1102,11 +1138,12 @@ impl io::Write for Sock {
 
 /// The `--tls` configuration: TLS 1.3 only, handshakes on aws-lc-rs and
 /// records on ring, AES-128-GCM preferred and the server's order winning
-/// (as celer: decisions 030, 031), HTTP/1.1 by ALPN, no session tickets or cache (the loads run
+/// (as celer: decisions 030, 031), HTTP/1.1 by ALPN (with `--h2`, HTTP/2 first), no session tickets or cache (the loads run
 /// celer with `--no-tls-resumption`).
 fn tls_config(
     cert: &str,
     key: &str,
+    h2: bool,
 ) -> Result<Arc<rustls::ServerConfig>, Box<dyn std::error::Error>> {
     use rustls_pki_types::pem::PemObject as _;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -1126,6 +1163,9 @@ fn tls_config(
         .with_single_cert(certs, key)?;
     config.ignore_client_order = true;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    if h2 {
+        config.alpn_protocols.insert(0, b"h2".to_vec());
+    }
     config.send_tls13_tickets = 0;
     config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     // `--own-records` takes the keys once the handshake is over.
@@ -1198,6 +1238,7 @@ fn send_or_queue(fd: i32, conn: &mut Conn, bytes: &[u8]) -> bool {
 /// or answers a subscription with the stream's head and first event.
 fn parse(
     route: &mut Option<Route>,
+    session: &mut Option<Box<h2::Session>>,
     data: &[u8],
     reply: &mut Vec<u8>,
     fanout: &mut Vec<u8>,
@@ -1207,6 +1248,22 @@ fn parse(
     if let Some(Route::Events { .. }) = route {
         // A subscriber sends nothing more that the floor reads.
         return Parsed::More(data.len());
+    }
+    if route.is_none() && ctx.h2 {
+        if data.len() < h2::PREFACE.len() && h2::PREFACE.starts_with(data) {
+            return Parsed::More(0);
+        }
+        if data.starts_with(h2::PREFACE) {
+            *session = Some(Box::new(h2::Session::start(reply)));
+            *route = Some(Route::Http2);
+            at = h2::PREFACE.len();
+        }
+    }
+    if let (Some(Route::Http2), Some(session)) = (*route, session) {
+        return match session.frames(&data[at..], reply, ctx.doc.map(|d| &d.h2)) {
+            Ok(n) => Parsed::More(at + n),
+            Err(()) => Parsed::Close,
+        };
     }
     while route.is_none() || *route == Some(Route::Document) {
         let d = &data[at..];
@@ -1553,6 +1610,7 @@ impl Doc {
             gzip: gz
                 .as_deref()
                 .map(|gz| with_body(&gz_etag, "Content-Encoding: gzip\r\n", gz)),
+            h2: h2::Answers::new(&etag, &gz_etag, body, gz),
             etag,
             gz_etag,
         })

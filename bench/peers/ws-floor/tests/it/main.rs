@@ -622,6 +622,118 @@ fn tls_polls(mode: &str) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `--h2`: the document over HTTP/2 by ALPN (curl's nghttp2 reads every
+/// frame): full and gzip answers and a 304 for each ETag, several streams
+/// on one connection, HEAD without a body, 404 and 405; HTTP/1.1 clients
+/// still get HTTP/1.1. Through rustls's connection and with
+/// `--own-records`.
+#[test]
+fn http2_answers_polls() {
+    http2_polls("");
+    http2_polls("--own-records");
+}
+
+fn http2_polls(mode: &str) {
+    let (dir, body, gz) = doc_files(&format!("h2{mode}"));
+    let (cert, key) = cert(&dir);
+    let file = dir.join("doc.json");
+    let mut args = vec![
+        "--doc",
+        file.to_str().expect("a UTF-8 path"),
+        "--tls",
+        &cert,
+        &key,
+        "--h2",
+    ];
+    args.extend([mode].into_iter().filter(|m| !m.is_empty()));
+    let floor = start_with(&args);
+    let url = format!("https://127.0.0.1:{}/doc.json", floor.port);
+    let body = String::from_utf8(body).expect("UTF-8 document");
+    // Three streams on one connection.
+    let got = curl(&[
+        "--http2",
+        "-w",
+        "|%{http_code} %{http_version} %{num_connects}\n",
+        &url,
+        &url,
+        &url,
+    ]);
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("{body}|200 2 1"),
+            format!("{body}|200 2 0"),
+            format!("{body}|200 2 0")
+        ]
+    );
+    let head = curl(&["--http2", "-D", "-", "-o", "/dev/null", &url]);
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    assert_eq!(header(&head, "content-type"), Some("application/json"));
+    assert_eq!(header(&head, "cache-control"), Some("max-age=1"));
+    assert_eq!(
+        header(&head, "content-length"),
+        Some(body.len().to_string().as_str())
+    );
+    let etag = header(&head, "etag").expect("an ETag").to_string();
+    // gzip when offered: the copy as it is, with its own ETag.
+    let gz_head = curl(&[
+        "--http2",
+        "-H",
+        "Accept-Encoding: gzip",
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        &url,
+    ]);
+    assert_eq!(header(&gz_head, "content-encoding"), Some("gzip"));
+    assert_eq!(
+        header(&gz_head, "content-length"),
+        Some(gz.len().to_string().as_str())
+    );
+    let gz_etag = header(&gz_head, "etag").expect("an ETag").to_string();
+    assert_ne!(gz_etag, etag);
+    for (tag, want) in [
+        (&etag, "304"),
+        (&gz_etag, "304"),
+        (&"\"other\"".to_string(), "200"),
+    ] {
+        let code = curl(&[
+            "--http2",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-H",
+            &format!("If-None-Match: W/\"x\", {tag}"),
+            &url,
+        ]);
+        assert_eq!(code, want, "If-None-Match: {tag}");
+    }
+    // HEAD: the head alone (curl waits for no body).
+    let head_only = curl(&["--http2", "-I", "-w", "|%{size_download}", &url]);
+    assert!(head_only.starts_with("HTTP/2 200"), "{head_only}");
+    assert!(head_only.ends_with("|0"), "{head_only}");
+    let code = |extra: &[&str], url: &str| {
+        let mut a = vec![
+            "--http2",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+        ];
+        a.extend_from_slice(extra);
+        a.push(url);
+        curl(&a)
+    };
+    let other = format!("https://127.0.0.1:{}/other", floor.port);
+    assert_eq!(code(&[], &other), "404 2");
+    assert_eq!(code(&["-X", "DELETE"], &url), "405 2");
+    assert_eq!(code(&["--http1.1"], &url), "200 1.1");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// `--tls` with `--sse`: the gzip-coded stream over TLS, read by curl,
 /// decodes to the current version and then the change (through rustls's
 /// connection, and with `--own-records`).
