@@ -406,7 +406,13 @@ fn feed_file(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("ws-floor-sse-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     let file = dir.join("doc.json");
-    std::fs::write(&file, b"{\"v\":1,\n\"rows\":[1,2,3]}").expect("write the feed's file");
+    // Written under another name, then renamed: a child process another
+    // test forks while the file is open inherits its descriptor, and that
+    // copy's close at exec is an IN_CLOSE_WRITE on the file's name, which
+    // the floor, by then watching, would take for a second version.
+    let first = dir.join(".doc.json.first");
+    std::fs::write(&first, b"{\"v\":1,\n\"rows\":[1,2,3]}").expect("write the feed's file");
+    std::fs::rename(&first, &file).expect("rename it into place");
     file
 }
 
@@ -575,8 +581,11 @@ fn tls_answers_polls() {
     tls_polls("--own-records");
 }
 
-fn tls_polls(mode: &str) {
-    let (dir, body, _) = doc_files(&format!("tls{mode}"));
+/// A floor serving a fresh `--doc` over TLS with `flags` (empty ones
+/// skipped): the floor, its scratch directory, the document and its gzip
+/// copy, and the document's URL.
+fn tls_doc(tag: &str, flags: &[&str]) -> (Floor, std::path::PathBuf, Vec<u8>, Vec<u8>, String) {
+    let (dir, body, gz) = doc_files(tag);
     let (cert, key) = cert(&dir);
     let file = dir.join("doc.json");
     let mut args = vec![
@@ -586,9 +595,14 @@ fn tls_polls(mode: &str) {
         &cert,
         &key,
     ];
-    args.extend([mode].into_iter().filter(|m| !m.is_empty()));
+    args.extend(flags.iter().filter(|m| !m.is_empty()));
     let floor = start_with(&args);
     let url = format!("https://127.0.0.1:{}/doc.json", floor.port);
+    (floor, dir, body, gz, url)
+}
+
+fn tls_polls(mode: &str) {
+    let (_floor, dir, body, _, url) = tls_doc(&format!("tls{mode}"), &[mode]);
     let got = curl(&[
         "-w",
         "|%{http_code} %{http_version} %{num_connects}\n",
@@ -634,20 +648,7 @@ fn http2_answers_polls() {
 }
 
 fn http2_polls(mode: &str) {
-    let (dir, body, gz) = doc_files(&format!("h2{mode}"));
-    let (cert, key) = cert(&dir);
-    let file = dir.join("doc.json");
-    let mut args = vec![
-        "--doc",
-        file.to_str().expect("a UTF-8 path"),
-        "--tls",
-        &cert,
-        &key,
-        "--h2",
-    ];
-    args.extend([mode].into_iter().filter(|m| !m.is_empty()));
-    let floor = start_with(&args);
-    let url = format!("https://127.0.0.1:{}/doc.json", floor.port);
+    let (floor, dir, body, gz, url) = tls_doc(&format!("h2{mode}"), &["--h2", mode]);
     let body = String::from_utf8(body).expect("UTF-8 document");
     // Three streams on one connection.
     let got = curl(&[
