@@ -98,7 +98,8 @@ class FeedFloor(WsFloor):
         return (f"bench/{self.DIR} peer-ws-floor: libc {v.get('libc')}, rustls {v.get('rustls')} (TLS 1.3; "
                 f"handshakes on aws-lc-rs {v.get('aws-lc-rs')}, records on ring {v.get('ring')}, AES-128-GCM), "
                 f"flate2 {v.get('flate2')} on zlib-rs "
-                f"{v.get('zlib-rs')} (one thread, edge-triggered epoll, inotify; --doc, --sse, --tls)")
+                f"{v.get('zlib-rs')} (one thread, edge-triggered epoll, inotify; --doc, --sse, --tls, --h2 with an HPACK "
+                f"decoder of its own)")
 
 
 NAN = float("nan")
