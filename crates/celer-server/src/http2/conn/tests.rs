@@ -79,3 +79,47 @@ fn an_answer_at_once_costs_one_poll_of_the_connection() {
         "{per_request} polls of the connection's task per request"
     );
 }
+
+/// A client that grants no flow-control window and leaves its request body
+/// open: the answer's HEADERS go out, its DATA waits in `h2`, and `h2`
+/// schedules a reset for the request side. Shutdown then sends GOAWAY, and
+/// the write timeout ends the connection with those frames unsent. The
+/// connection ends (time paused) and its task does not panic: `h2`'s
+/// `Counts::drop` debug assertion, which this teardown fails, is off in
+/// the workspace's test builds as in release (decision 173).
+#[test]
+fn a_connection_dropped_with_frames_held_by_a_shut_window_ends_cleanly() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        let shutdown = Shutdown::new();
+        let config = Arc::new(ConnConfig::default());
+        let write_timeout = config.limits.write_timeout;
+        let server = tokio::spawn(serve_connection(
+            server_io,
+            Hello,
+            config,
+            shutdown.watch(),
+        ));
+        let (mut client, conn) = h2::client::Builder::new()
+            .initial_window_size(0)
+            .handshake::<_, Bytes>(client_io)
+            .await
+            .unwrap();
+        let client_conn = tokio::spawn(conn);
+        client = client.ready().await.unwrap();
+        let req = Request::post("http://celer.test/").body(()).unwrap();
+        let (response, _body_left_open) = client.send_request(req, false).unwrap();
+        let response = response.await.unwrap();
+        assert_eq!(response.status(), 200);
+        shutdown.trigger();
+        let ended = tokio::time::timeout(write_timeout * 4, server).await;
+        let joined = ended.expect("the connection ended after its write timeout");
+        assert!(joined.is_ok(), "the connection's task panicked: {joined:?}");
+        client_conn.abort();
+    });
+}
