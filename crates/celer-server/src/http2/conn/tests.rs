@@ -99,12 +99,7 @@ fn a_connection_dropped_with_frames_held_by_a_shut_window_ends_cleanly() {
         let shutdown = Shutdown::new();
         let config = Arc::new(ConnConfig::default());
         let write_timeout = config.limits.write_timeout;
-        let server = tokio::spawn(serve_connection(
-            server_io,
-            Hello,
-            config,
-            shutdown.watch(),
-        ));
+        let server = tokio::spawn(serve_connection(server_io, Hello, config, shutdown.watch()));
         let (mut client, conn) = h2::client::Builder::new()
             .initial_window_size(0)
             .handshake::<_, Bytes>(client_io)
