@@ -13,7 +13,8 @@
 //! What it leaves out, being a floor: header blocks split over
 //! CONTINUATION frames and padded or prioritised HEADERS are taken (the
 //! padding and priority skipped) only when whole; request bodies are not
-//! read (DATA is discarded); a response body is sent only when it fits
+//! read (DATA is discarded), and request trailers (a second HEADERS on a
+//! stream) are refused with a GOAWAY; a response body is sent only when it fits
 //! the client's windows at once, otherwise the stream is refused
 //! (`RST_STREAM` `REFUSED_STREAM`), never queued.
 
