@@ -10,13 +10,15 @@
 //! literal without indexing on a static-table name, or a static
 //! `:status`.
 //!
-//! What it leaves out, being a floor: header blocks split over
-//! CONTINUATION frames and padded or prioritised HEADERS are taken (the
-//! padding and priority skipped) only when whole; request bodies are not
-//! read (DATA is discarded), and request trailers (a second HEADERS on a
-//! stream) are refused with a GOAWAY; a response body is sent only when it fits
-//! the client's windows at once, otherwise the stream is refused
-//! (`RST_STREAM` `REFUSED_STREAM`), never queued.
+//! What it leaves out, being a floor:
+//! - a header block split over CONTINUATION frames is refused with a
+//!   GOAWAY, as are request trailers (a second HEADERS on a stream);
+//!   padded or prioritised HEADERS are taken, their padding and priority
+//!   skipped;
+//! - request bodies are not read (DATA is discarded);
+//! - a response body is sent only when it fits the client's windows at
+//!   once; otherwise the stream is refused (`RST_STREAM`
+//!   `REFUSED_STREAM`), never queued.
 
 /// The client's connection preface (RFC 9113 section 3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
