@@ -69,6 +69,12 @@ fn small_limits() -> Limits {
         body_timeout: Duration::from_secs(2),
         keep_alive_timeout: Duration::from_secs(2),
         write_timeout: Duration::from_secs(2),
+        // HTTP/2's (only the HTTP/2 target reads them): two streams at
+        // once, small windows, few cancelled streams before rapid reset.
+        h2_max_concurrent_streams: 2,
+        h2_stream_window: 1024,
+        h2_connection_window: 2048,
+        h2_max_cancelled_streams: 4,
         ..Limits::default()
     }
 }
@@ -496,17 +502,11 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// client's writes. Panics if the connection outlives an hour of virtual
 /// time or writes back anything [`check_frames`] refuses.
 pub fn http2_connection(data: &[u8]) {
-    let (mut limits, input) = split_input(data);
+    let (limits, input) = split_input(data);
     let selector = data.first().copied().unwrap_or(0);
     let shutdown_early = selector & 2 == 2;
     let half_close = selector & 4 == 4;
     let step = usize::from(selector >> 3).max(1);
-    if selector & 1 == 1 {
-        limits.h2_max_concurrent_streams = 2;
-        limits.h2_stream_window = 1024;
-        limits.h2_connection_window = 2048;
-        limits.h2_max_cancelled_streams = 4;
-    }
     let output = paused_runtime().block_on(async {
         let (client, server) = tokio::io::duplex(16 * 1024);
         let config = Arc::new(ConnConfig {
