@@ -29,6 +29,10 @@
 //!   bytes, and a decoded message framed again decodes to itself.
 //! - [`fastcgi_session`], [`scgi_header`]: the gateway parsers (their
 //!   properties are documented in `gateway::fuzz`).
+//! - [`hpack_block`]: the HPACK decoder on a sequence of blocks, and the
+//!   encoder on what it decoded. Every decoded field is one HTTP/2 allows,
+//!   the list respects its limit, and the regular fields, encoded and
+//!   decoded again by a second pair, come back the same, block after block.
 
 use std::convert::Infallible;
 use std::future::{Future, poll_fn};
@@ -794,6 +798,163 @@ pub fn ws_frame(data: &[u8]) {
     }
 }
 
+// ===== HPACK =====
+
+/// Decodes `data` as a sequence of HPACK header blocks on one decoder, and
+/// sends the regular fields of each through an encoder and a second
+/// decoder. The first byte picks the settings: bit 0 the table size we
+/// advertise (256 or 4096 bytes), bit 1 the header list limit (200 bytes
+/// or 16 KiB), bits 2 to 7 before which blocks the encoder's table size
+/// changes (to sizes from 0 to 65,536, sometimes twice in a row). Then each
+/// block is a length byte (255: the rest of the input) and that many bytes.
+///
+/// Panics if a decoded field is one HTTP/2 refuses (a name that is not a
+/// valid lowercase one, a value `HeaderValue` refuses or with space or tab
+/// at an edge, a pseudo-header value with NUL, CR or LF), if the fields
+/// handed over pass the list limit, if a table passes its size, or if the
+/// re-encoded fields do not decode to themselves (names, values, order,
+/// sensitivity) with both tables the same size after every block.
+pub fn hpack_block(data: &[u8]) {
+    use crate::http2::hpack::{Decoded, Decoder, Encoder, Field};
+    use http::{HeaderMap, HeaderName, header};
+
+    /// Table sizes the peer may set for the encoder.
+    const SIZES: [usize; 7] = [0, 40, 100, 256, 1000, 4096, 65_536];
+    let Some((&selector, mut rest)) = data.split_first() else {
+        return;
+    };
+    let table_size = if selector & 1 != 0 { 256 } else { 4096 };
+    let max_list_size = if selector & 2 != 0 { 200 } else { 16 * 1024 };
+    let mut decoder = Decoder::new(table_size);
+    let mut encoder = Encoder::new();
+    let mut echo = Decoder::new(4096);
+    let mut encoder_max = 4096;
+    let mut block_number = 0usize;
+    while let Some((&len, tail)) = rest.split_first() {
+        let len = if len == 255 {
+            tail.len()
+        } else {
+            usize::from(len).min(tail.len())
+        };
+        let (block, after) = tail.split_at(len);
+        rest = after;
+        block_number += 1;
+
+        // Arbitrary bytes: an error, or fields HTTP/2 allows.
+        let mut fields = Vec::new();
+        let mut sink = |field| fields.push(field);
+        if decoder
+            .decode(Bytes::copy_from_slice(block), max_list_size, &mut sink)
+            .is_err()
+        {
+            // A compression error ends the connection, and the sequence.
+            return;
+        }
+        assert!(
+            decoder.table_size() <= table_size,
+            "decoder table over its size"
+        );
+        let mut list_size = 0;
+        let mut headers = HeaderMap::new();
+        for field in fields {
+            match field {
+                Field::Pseudo(pseudo, value) => {
+                    assert!(
+                        !value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')),
+                        "{pseudo:?} value {value:?}"
+                    );
+                    list_size += pseudo.name().len() + value.len() + 32;
+                }
+                Field::Header(name, value) => {
+                    let text = name.as_str().as_bytes();
+                    assert!(
+                        HeaderName::from_lowercase(text).is_ok() && !text.starts_with(b":"),
+                        "name {name:?}"
+                    );
+                    assert!(
+                        HeaderValue::from_bytes(value.as_bytes()).is_ok(),
+                        "value {value:?}"
+                    );
+                    let blank = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
+                    assert!(
+                        !blank(value.as_bytes().first()) && !blank(value.as_bytes().last()),
+                        "value {value:?}"
+                    );
+                    list_size += text.len() + value.len() + 32;
+                    headers.append(name, value);
+                }
+            }
+        }
+        assert!(
+            list_size <= max_list_size,
+            "{list_size} bytes of fields handed over"
+        );
+
+        // The peer's table size changes now and then before a block.
+        if (selector >> 2) & (1 << (block_number % 6)) != 0 {
+            let size = SIZES[(block_number + usize::from(selector)) % SIZES.len()];
+            encoder.set_max_table_size(size);
+            encoder_max = size.min(4096);
+            if !block_number.is_multiple_of(2) {
+                let size = SIZES[(block_number * 3) % SIZES.len()];
+                encoder.set_max_table_size(size);
+                encoder_max = size.min(4096);
+            }
+        }
+
+        // What was decoded, encoded and decoded again, is itself.
+        let mut out = BytesMut::new();
+        let mut want = Vec::new();
+        if block_number.is_multiple_of(2) {
+            encoder.encode_fields(&headers, &mut out);
+        } else {
+            let code = 100 + (block_number * 37 + len) % 900;
+            let status = StatusCode::from_u16(code as u16).expect("a status code");
+            encoder.encode_response(status, &headers, &mut out);
+            want.push(format!(":status: {}", status.as_str()));
+        }
+        for (name, value) in &headers {
+            // A sensitive value stays so; credentials become so (the
+            // encoder never indexes them).
+            let credential = [
+                header::SET_COOKIE,
+                header::COOKIE,
+                header::AUTHORIZATION,
+                header::PROXY_AUTHORIZATION,
+            ]
+            .contains(name);
+            let sensitive = value.is_sensitive() || credential;
+            want.push(format!("{name}: {:?} {sensitive}", value.as_bytes()));
+        }
+        let mut got = Vec::new();
+        let echoed = echo.decode(out.freeze(), usize::MAX, &mut |field| {
+            got.push(match field {
+                Field::Pseudo(pseudo, value) => {
+                    format!("{}: {}", pseudo.name(), String::from_utf8_lossy(&value))
+                }
+                Field::Header(name, value) => {
+                    format!("{name}: {:?} {}", value.as_bytes(), value.is_sensitive())
+                }
+            })
+        });
+        assert_eq!(
+            echoed,
+            Ok(Decoded::default()),
+            "re-encoded block {block_number}"
+        );
+        assert_eq!(got, want, "re-encoded block {block_number}");
+        assert_eq!(
+            encoder.table_size(),
+            echo.table_size(),
+            "tables out of step"
+        );
+        assert!(
+            encoder.table_size() <= encoder_max,
+            "encoder table over its size"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -866,5 +1027,10 @@ mod tests {
     #[test]
     fn scgi_header_corpus_replays() {
         replay("scgi_header", super::scgi_header);
+    }
+
+    #[test]
+    fn hpack_block_corpus_replays() {
+        replay("hpack_block", super::hpack_block);
     }
 }

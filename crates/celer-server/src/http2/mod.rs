@@ -20,6 +20,8 @@
 
 mod body;
 mod conn;
+#[allow(dead_code)] // the engine that uses it is being written
+pub(crate) mod hpack;
 mod tunnel;
 
 pub(crate) use body::H2Body;
