@@ -25,7 +25,7 @@
 //! - `common`: what the engines share: [`ConnConfig`], the cached `Date`,
 //!   deadlines, the plain-text refusal
 //! - `http1`: the HTTP/1.1 engine (httparse in its `parse` and `decode` only)
-//! - `http2`: HTTP/2 on the `h2` crate (the only module naming `h2`)
+//! - `http2`: HTTP/2: an engine of our own (frames, HPACK, flow control)
 //! - `tls`: TLS on rustls, a transport: certificates, SNI, ALPN,
 //!   resumption, reload, the handshake, the records (the only module naming
 //!   rustls)

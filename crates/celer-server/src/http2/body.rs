@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::http2::engine::{self, RecvStream};
 use bytes::Bytes;
-use h2::RecvStream;
 use http_body::{Frame, SizeHint};
 use tokio::time::Sleep;
 
@@ -117,7 +117,7 @@ impl H2Body {
         let n = data.len();
         // Fails only when the stream is already gone; nothing to give back.
         if let Some(recv) = self.recv.as_mut() {
-            let _ = recv.flow_control().release_capacity(n);
+            recv.release_capacity(n);
         }
         if let Some(allowed) = self.allowed.as_mut() {
             match allowed.checked_sub(n as u64) {
@@ -137,7 +137,7 @@ impl H2Body {
         Ok(Frame::data(data))
     }
 
-    fn failed(&mut self, err: &h2::Error) -> Error {
+    fn failed(&mut self, err: &engine::Error) -> Error {
         self.done = true;
         let kind = if err.is_reset() || err.is_io() || err.is_go_away() {
             Kind::IncompleteBody

@@ -1,10 +1,10 @@
-//! One HTTP/2 connection (RFC 9113): streams accepted from the `h2` crate,
+//! One HTTP/2 connection (RFC 9113): streams accepted from the engine,
 //! each answered by the service, all in the connection's own task.
 //!
 //! The [`Driver`]'s `poll` turns over three things: the streams in flight
 //! (each answer is polled first in a reused box, so a stream answered at
 //! once costs no allocation; one that waits keeps its box in a
-//! `FuturesUnordered`), the `h2` connection (accepting streams also writes
+//! `FuturesUnordered`), the engine's connection (accepting streams also writes
 //! what the streams queued), and a timer (in [`ConnState`]) whose meaning
 //! follows the state: the head timeout before the first stream, the
 //! keep-alive timeout while no stream is open, a grace period after
@@ -21,11 +21,10 @@ use std::time::Duration;
 
 use std::os::unix::fs::FileExt;
 
+use crate::http2::engine::{self, Connection, Reason, RecvStream, SendResponse, SendStream};
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::task::AtomicWaker;
-use h2::server::{Connection, SendResponse};
-use h2::{Reason, SendStream};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
@@ -78,7 +77,8 @@ pub(crate) async fn serve_connection<I, S, B>(
     B::Error: Into<BoxError>,
 {
     let limits = &config.limits;
-    let handshake = builder(&config).handshake::<_, Bytes>(io);
+    let builder = builder(&config);
+    let handshake = builder.handshake(io);
     let conn = tokio::select! {
         biased;
         () = poll_fn(|cx| shutdown.poll_started_mut(cx)) => return,
@@ -118,11 +118,11 @@ pub(crate) async fn serve_connection<I, S, B>(
     }
 }
 
-/// Drives one connection: the `h2` connection, the service, and the
+/// Drives one connection: the engine's connection, the service, and the
 /// streams in flight, each answered by `answer` (the function, passed so
 /// that the type of its future can be named here).
 struct Driver<'a, I, S: Service<Request<Incoming>>, F, A> {
-    conn: Connection<I, Bytes>,
+    conn: Connection<I>,
     service: S,
     state: ConnState<'a>,
     /// Streams whose answers wait (on the service, the client's window, a
@@ -134,11 +134,11 @@ struct Driver<'a, I, S: Service<Request<Incoming>>, F, A> {
     /// answers finish at their first poll, so those cost no allocation.
     scratch: Option<Pin<Box<Option<A>>>>,
     answer: F,
-    /// What `h2`'s connection is polled with: see [`ConnWaker`].
+    /// What the engine's connection is polled with: see [`ConnWaker`].
     waker: (Arc<ConnWaker>, Waker),
 }
 
-/// The waker `h2`'s connection holds. A response queued by an answer
+/// The waker the engine's connection holds. A response queued by an answer
 /// this task is running wakes the connection, and a plain waker would
 /// poll the whole task again only to find the frames already written by
 /// the connection poll that follows the answers. While the driver is
@@ -229,7 +229,7 @@ where
 {
     /// One turn: finish what streams can, react to shutdown and the timer,
     /// accept new streams. Ready when the connection is over.
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), h2::Error>> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), engine::Error>> {
         let Driver {
             conn,
             service,
@@ -268,11 +268,11 @@ where
             } else {
                 state.quiet = None;
             }
-            // Accept every stream `h2` has read before running any: their
+            // Accept every stream the engine has read before running any: their
             // answers then queue together and leave in one write when the
             // connection is next polled (accepting one stream at a time
             // wrote once per response). While the service is not ready,
-            // streams wait in `h2`'s accept queue (bounded by the
+            // streams wait in the engine's accept queue (bounded by the
             // concurrent-stream limit); the connection is still driven so
             // responses in flight go out.
             let mut accepted = false;
@@ -360,12 +360,12 @@ impl<F: Future<Output = Ended>> Future for Boxed<F> {
     }
 }
 
-/// The `h2` settings from the engine's limits, and
+/// The engine's settings from the limits, and
 /// `SETTINGS_ENABLE_CONNECT_PROTOCOL` when the service takes extended
 /// CONNECT (RFC 8441 §3).
-fn builder(config: &ConnConfig) -> h2::server::Builder {
+fn builder(config: &ConnConfig) -> engine::Builder {
     let limits = &config.limits;
-    let mut b = h2::server::Builder::new();
+    let mut b = engine::Builder::new();
     if config.extended_connect {
         b.enable_connect_protocol();
     }
@@ -378,7 +378,7 @@ fn builder(config: &ConnConfig) -> h2::server::Builder {
     b
 }
 
-/// The connection's own state, apart from the `h2` connection and streams.
+/// The connection's own state, apart from the engine's connection and streams.
 struct ConnState<'a> {
     config: &'a ConnConfig,
     shutdown: Watch,
@@ -394,11 +394,7 @@ impl<'a> ConnState<'a> {
     /// Counts a stream that ended; applies the rapid-reset rule
     /// (CVE-2023-44487): more cancelled streams than the limit, and more
     /// than half of all streams opened, close the connection.
-    fn ended<I: AsyncRead + AsyncWrite + Unpin>(
-        &mut self,
-        ended: Ended,
-        conn: &mut Connection<I, Bytes>,
-    ) {
+    fn ended<I: AsyncRead + AsyncWrite + Unpin>(&mut self, ended: Ended, conn: &mut Connection<I>) {
         if ended != Ended::Cancelled {
             return;
         }
@@ -435,7 +431,7 @@ impl<'a> ConnState<'a> {
     }
 
     /// Sends `GOAWAY`: streams already opened finish, no new ones start.
-    fn go_away<I: AsyncRead + AsyncWrite + Unpin>(&mut self, conn: &mut Connection<I, Bytes>) {
+    fn go_away<I: AsyncRead + AsyncWrite + Unpin>(&mut self, conn: &mut Connection<I>) {
         if self.phase == Phase::Open {
             conn.graceful_shutdown();
             self.phase = Phase::GoingAway;
@@ -448,8 +444,8 @@ impl<'a> ConnState<'a> {
     fn start<S, B>(
         &self,
         service: &mut S,
-        request: Request<h2::RecvStream>,
-        respond: SendResponse<Bytes>,
+        request: Request<RecvStream>,
+        respond: SendResponse,
     ) -> Stream<'a, S::Future>
     where
         S: Service<Request<Incoming>, Response = Response<B>>,
@@ -457,7 +453,10 @@ impl<'a> ConnState<'a> {
         let config = self.config;
         let is_head = request.method() == Method::HEAD;
         let (mut parts, recv) = request.into_parts();
-        let declared = match check(&parts, &config.limits) {
+        // A `Host` the engine made from `:authority` is not one of the
+        // client's fields: it does not count against their number.
+        let added = usize::from(recv.host_added());
+        let declared = match check(&parts, &config.limits, added) {
             Ok(declared) => declared,
             Err(reject) => {
                 return Stream {
@@ -470,26 +469,12 @@ impl<'a> ConnState<'a> {
                 };
             }
         };
-        // The request reaches the service as HTTP/1.1 gives it: the host
-        // in `Host` (HTTP/2 carries it as `:authority`, which an HTTP/1.1
-        // gateway turns into `Host`, RFC 9113 §8.3.1) and the target in
-        // origin form, so a service reads both the same way on either
-        // protocol. CONNECT (authority form) keeps its URI.
-        // (One probe of the map: the entry, not a look-up and an insert.)
-        if let (Some(authority), header::Entry::Vacant(slot)) =
-            (parts.uri.authority(), parts.headers.entry(header::HOST))
-        {
-            if let Ok(value) = HeaderValue::from_str(authority.as_str()) {
-                slot.insert(value);
-            }
-        }
-        if let Some(target) = parts.uri.path_and_query() {
-            parts.uri = http::Uri::from(target.clone());
-        }
-        // RFC 8441 §4: an extended CONNECT (`h2` admits `:protocol` only
+        // The engine gives the request as HTTP/1.1 does: the host in
+        // `Host` and the target in origin form (CONNECT in authority form).
+        // RFC 8441 §4: an extended CONNECT (the engine admits `:protocol` only
         // when the setting was sent, and only on CONNECT). The request
         // stream is the tunnel's, not a body: the service sees none.
-        if let Some(protocol) = parts.extensions.remove::<h2::ext::Protocol>() {
+        if let Some(protocol) = parts.extensions.remove::<engine::Protocol>() {
             let (on, pending) = upgrade::pending();
             parts
                 .extensions
@@ -540,10 +525,14 @@ impl<'a> ConnState<'a> {
 
 /// The HTTP/1.1 engine's request limits, applied to an HTTP/2 head; the
 /// declared body length when they hold. The header list size is enforced
-/// by `h2` itself (`max_header_list_size`).
-fn check(parts: &http::request::Parts, limits: &Limits) -> Result<Option<u64>, Reject> {
+/// by the engine itself (`max_header_list_size`).
+fn check(
+    parts: &http::request::Parts,
+    limits: &Limits,
+    added: usize,
+) -> Result<Option<u64>, Reject> {
     let reject = |status, reason| Err(Reject::new(status, reason));
-    if parts.headers.len() > limits.max_headers {
+    if parts.headers.len() - added > limits.max_headers {
         return reject(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             "too many header fields",
@@ -575,7 +564,7 @@ enum Call<F> {
 /// One stream in flight, before it becomes a future.
 struct Stream<'a, F> {
     config: &'a ConnConfig,
-    respond: SendResponse<Bytes>,
+    respond: SendResponse,
     is_head: bool,
     /// Where the request stream comes back if the service drops its body
     /// before the client finished sending it.
@@ -588,7 +577,7 @@ struct Stream<'a, F> {
 
 /// What an extended CONNECT's tunnel is made of once the service says yes.
 struct TunnelStart {
-    recv: h2::RecvStream,
+    recv: RecvStream,
     pending: upgrade::Pending,
     watch: Watch,
 }
@@ -640,7 +629,7 @@ where
     if let Some(tunnel) = tunnel {
         // RFC 9113 §8.5, RFC 8441 §5: a 2xx makes the stream a tunnel;
         // any other answer is an ordinary response (and the request
-        // stream is reset by `h2` once it is sent).
+        // stream is reset by the engine once it is sent).
         if response.status().is_success() && response.body().is_some() && tunnel.pending.is_wanted()
         {
             return open_tunnel(respond, response, *tunnel, config).await;
@@ -648,7 +637,7 @@ where
     }
     // The service answered without reading all of the request: read the
     // rest first (as HTTP/1.1 drains it), so that a request the client
-    // resets or that turns out malformed is answered by `h2`'s reset, not
+    // resets or that turns out malformed is answered by the engine's reset, not
     // by a response that raced it.
     let unread = handback.and_then(|slot| slot.lock().ok()?.take());
     if let Some(mut recv) = unread {
@@ -688,7 +677,7 @@ where
         .remove::<SendFile>()
         .filter(|region| !end && exact == Some(region.len()) && declared == exact);
     let head = Response::from_parts(parts, ());
-    let send = match respond.send_response(head, end) {
+    let send = match respond.send_response(&head, end) {
         Ok(send) => send,
         Err(err) => {
             tracing::debug!(target: "celer::http2", error = %err, "response head not sent");
@@ -713,7 +702,7 @@ where
 /// the concurrent-stream limit and the drain at shutdown) until the
 /// service drops it.
 async fn open_tunnel<B>(
-    mut respond: SendResponse<Bytes>,
+    mut respond: SendResponse,
     response: Response<B>,
     tunnel: TunnelStart,
     config: &ConnConfig,
@@ -724,7 +713,7 @@ async fn open_tunnel<B>(
     // RFC 9110 §8.6: no `content-length` in a 2xx to CONNECT.
     parts.headers.remove(header::CONTENT_LENGTH);
     let head = Response::from_parts(parts, ());
-    let send = match respond.send_response(head, false) {
+    let send = match respond.send_response(&head, false) {
         Ok(send) => send,
         Err(err) => {
             tracing::debug!(target: "celer::http2", error = %err, "tunnel head not sent");
@@ -745,15 +734,15 @@ async fn open_tunnel<B>(
 
 /// Reads and discards the rest of a request stream, giving its window
 /// back; false when the stream failed (reset by the client, or malformed:
-/// `h2` has reset it), true when it ended or the drain limit or body
-/// timeout was reached first (the response then goes out and `h2` resets
+/// the engine has reset it), true when it ended or the drain limit or body
+/// timeout was reached first (the response then goes out and the engine resets
 /// what is left of the request).
-async fn drain(recv: &mut h2::RecvStream, limits: &Limits) -> bool {
+async fn drain(recv: &mut RecvStream, limits: &Limits) -> bool {
     let mut left = limits.max_drain_bytes;
     let read = async {
         while let Some(data) = recv.data().await {
             let Ok(data) = data else { return false };
-            let _ = recv.flow_control().release_capacity(data.len());
+            recv.release_capacity(data.len());
             match left.checked_sub(data.len() as u64) {
                 Some(rest) => left = rest,
                 None => return true,
@@ -768,7 +757,7 @@ async fn drain(recv: &mut h2::RecvStream, limits: &Limits) -> bool {
 
 /// Sends a response with no body to stream: the engine's own answers.
 fn send_whole(
-    respond: &mut SendResponse<Bytes>,
+    respond: &mut SendResponse,
     parts: http::response::Parts,
     config: &ConnConfig,
     is_head: bool,
@@ -782,7 +771,7 @@ fn send_whole(
     let bodiless = is_head || !status_has_body(parts.status) || text.is_empty();
     prepare_head(&mut parts.headers, config, Some(text.len() as u64));
     let head = Response::from_parts(parts, ());
-    match respond.send_response(head, bodiless) {
+    match respond.send_response(&head, bodiless) {
         Ok(mut send) if !bodiless => {
             // At most a short reason: within the initial window, no wait.
             let _ = send.send_data(text, true);
@@ -883,12 +872,8 @@ fn prepare_head(headers: &mut HeaderMap, config: &ConnConfig, length: Option<u64
 /// it. A body that disagrees with its `content-length` (`declared`) is
 /// reset with `INTERNAL_ERROR` rather than ended as if it were whole
 /// (RFC 9113 §8.1.1).
-async fn send_body<B>(
-    mut send: SendStream<Bytes>,
-    body: B,
-    declared: Option<u64>,
-    write_timeout: Duration,
-) where
+async fn send_body<B>(mut send: SendStream, body: B, declared: Option<u64>, write_timeout: Duration)
+where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
@@ -971,7 +956,7 @@ async fn send_body<B>(
             continue;
         }
         if last && data.len() <= QUEUE_AT_ONCE {
-            // `h2` sends it as the client's window allows; the stream
+            // The engine sends it as the client's window allows; the stream
             // counts against the concurrent-stream limit until it has.
             let _ = send.send_data(data, true);
             return;
@@ -1014,10 +999,10 @@ const READ_AHEAD: usize = FILE_CHUNK;
 /// Sends a file region on `send`, each read no larger than the
 /// flow-control capacity the client has granted (at most [`FILE_CHUNK`]):
 /// a stalled client makes the server read nothing, and what is read goes
-/// straight to `h2`. A file shorter than the region resets the stream with
+/// straight to the engine. A file shorter than the region resets the stream with
 /// `INTERNAL_ERROR` (RFC 9113 §8.1.1) rather than ending it short; a client
 /// that does not open its window within the write timeout gets `CANCEL`.
-async fn send_region(mut send: SendStream<Bytes>, region: &SendFile, write_timeout: Duration) {
+async fn send_region(mut send: SendStream, region: &SendFile, write_timeout: Duration) {
     let mut offset = region.offset();
     let mut left = region.len();
     while left > 0 {
@@ -1057,7 +1042,7 @@ async fn send_region(mut send: SendStream<Bytes>, region: &SendFile, write_timeo
 /// client has not opened its window within `write_timeout`, or the stream
 /// is gone. Zero bytes need no capacity.
 async fn wait_capacity(
-    send: &mut SendStream<Bytes>,
+    send: &mut SendStream,
     want: usize,
     write_timeout: Duration,
 ) -> Option<usize> {

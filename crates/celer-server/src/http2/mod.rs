@@ -1,7 +1,10 @@
-//! HTTP/2 (RFC 9113) on the `h2` crate, which owns the framing, HPACK,
-//! flow control and stream states; this module maps its streams onto the
-//! same `tower::Service` the HTTP/1.1 engine serves.
+//! HTTP/2 (RFC 9113): an engine of our own (framing, HPACK, flow control,
+//! stream states; decision 174) whose streams are mapped onto the same
+//! `tower::Service` the HTTP/1.1 engine serves.
 //!
+//! - `engine`: the protocol: frames, stream states, flow control, the
+//!   limits against a client (`engine/`)
+//! - `hpack`: header compression (RFC 7541)
 //! - `conn`: the connection driver: settings from [`Limits`](crate::Limits),
 //!   one task per connection running every stream's handler, idle and
 //!   shutdown handling, the rapid-reset defence
@@ -15,12 +18,12 @@
 //! that chose ALPN `h2`, or when a plain connection opens with the preface
 //! (prior knowledge, RFC 9113 §3.3).
 //!
-//! **Architecture Invariant:** only this module names `h2`, and it never
-//! names `http1` (what both need is in `common`).
+//! **Architecture Invariant:** it never names `http1` (what both need is
+//! in `common`), and no other module speaks HTTP/2 frames.
 
 mod body;
 mod conn;
-#[allow(dead_code)] // the engine that uses it is being written
+mod engine;
 pub(crate) mod hpack;
 mod tunnel;
 

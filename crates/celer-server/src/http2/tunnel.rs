@@ -5,7 +5,7 @@
 //! Reads take the client's DATA frames and give their flow-control window
 //! back only as the bytes are consumed, so the client can never have more
 //! in flight than the stream window ([`Limits::h2_stream_window`](crate::Limits)).
-//! Writes take at most the capacity the client's windows grant (and `h2`'s
+//! Writes take at most the capacity the client's windows grant (and the engine's
 //! per-stream send buffer allows): a write to a client that does not open
 //! its window waits, takes none of its bytes, and the writer's own queue
 //! (a WebSocket's bounded outgoing queue) is what fills. Shutting the write
@@ -17,8 +17,8 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use crate::http2::engine::{self, Reason, RecvStream, SendStream};
 use bytes::{Buf, Bytes};
-use h2::{Reason, RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
@@ -28,7 +28,7 @@ const WRITE_PIECE: usize = 16 * 1024;
 
 /// A stream after the `2xx` to an extended CONNECT.
 pub(crate) struct Tunnel {
-    send: SendStream<Bytes>,
+    send: SendStream,
     recv: RecvStream,
     /// Received and not yet read (window not yet given back).
     unread: Bytes,
@@ -43,10 +43,7 @@ pub(crate) struct Tunnel {
 impl Tunnel {
     /// A tunnel on a stream and the receiver that resolves when it is
     /// dropped.
-    pub(crate) fn new(
-        send: SendStream<Bytes>,
-        recv: RecvStream,
-    ) -> (Tunnel, oneshot::Receiver<()>) {
+    pub(crate) fn new(send: SendStream, recv: RecvStream) -> (Tunnel, oneshot::Receiver<()>) {
         let (tx, rx) = oneshot::channel();
         let tunnel = Tunnel {
             send,
@@ -60,7 +57,7 @@ impl Tunnel {
     }
 }
 
-fn to_io(err: h2::Error) -> io::Error {
+fn to_io(err: engine::Error) -> io::Error {
     if err.is_reset() || err.is_go_away() {
         io::Error::new(io::ErrorKind::ConnectionReset, err)
     } else {
@@ -81,7 +78,7 @@ impl AsyncRead for Tunnel {
                 buf.put_slice(&this.unread[..n]);
                 this.unread.advance(n);
                 // The window goes back as the bytes are consumed.
-                let _ = this.recv.flow_control().release_capacity(n);
+                this.recv.release_capacity(n);
                 return Poll::Ready(Ok(()));
             }
             if this.read_done {
@@ -130,7 +127,7 @@ impl AsyncWrite for Tunnel {
                     // A reset is only seen by the read side otherwise.
                     if let Poll::Ready(reason) = this.send.poll_reset(cx) {
                         let err = match reason {
-                            Ok(reason) => h2::Error::from(reason),
+                            Ok(reason) => engine::Error::from(reason),
                             Err(err) => err,
                         };
                         return Poll::Ready(Err(to_io(err)));
@@ -142,7 +139,7 @@ impl AsyncWrite for Tunnel {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // `h2` writes what was queued as soon as the connection task runs.
+        // The engine writes what was queued as soon as the connection task runs.
         // A writer that flushes has nothing more for now: window granted
         // to this stream and not used goes back to the connection, so an
         // idle WebSocket holds none that other streams need.

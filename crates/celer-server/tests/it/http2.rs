@@ -267,7 +267,7 @@ fn get_block(path: &str) -> Vec<u8> {
 }
 
 /// The status of a response header block whose `:status` is one of the
-/// static table's (h2 sends those indexed, and first).
+/// static table's (the engine sends those indexed, and first).
 fn status_of(block: &[u8]) -> u16 {
     match block[0] {
         0x88 => 200,
@@ -880,7 +880,7 @@ async fn too_long_a_path_is_414() {
 }
 
 #[tokio::test]
-async fn a_header_list_over_max_head_bytes_is_431_from_h2() {
+async fn a_header_list_over_max_head_bytes_is_431_from_the_engine() {
     let limits = Limits {
         max_head_bytes: 1024,
         ..Limits::default()
@@ -895,7 +895,7 @@ async fn a_header_list_over_max_head_bytes_is_431_from_h2() {
     };
     assert_eq!(fetch(&client, with(500)).await.status, 200);
 
-    // The `h2` crate answers a bare 431 itself (then resets the stream);
+    // The engine answers a bare 431 itself (then resets the stream);
     // the service never sees the request.
     let mut ready = bounded(client.clone().ready()).await.unwrap();
     let (response, _send) = ready.send_request(with(2000), true).unwrap();
@@ -1014,8 +1014,8 @@ async fn a_burst_of_opened_and_reset_streams_gets_enhance_your_calm() {
         burst.extend(frame(RST_STREAM, 0, id, &0x8u32.to_be_bytes()));
     }
     c.send(&burst).await;
-    // Whichever limit comes first closes the connection: the `h2` crate's
-    // on streams reset before they were accepted (20), or the engine's on
+    // Whichever limit comes first closes the connection: the engine's on
+    // streams reset before they were taken (20), or the driver's on
     // streams cancelled while their handler ran. Either way few of the
     // thousand streams were opened and fewer handlers ran.
     let frames = c.rest().await;
@@ -1097,7 +1097,7 @@ async fn hello_with_a_shut_window(addr: SocketAddr) -> RawH2 {
 }
 
 #[tokio::test]
-async fn a_small_response_waits_in_h2_until_the_window_opens() {
+async fn a_small_response_waits_in_the_engine_until_the_window_opens() {
     let srv = start(short_timeouts()).await;
     let mut c = hello_with_a_shut_window(srv.addr).await;
     // Nothing more while the window is shut (and no reset).

@@ -453,7 +453,7 @@ async fn a_client_that_never_opens_its_window_is_a_slow_consumer() {
     }
     let (sent, err) = full.expect("the queue filled");
     assert_eq!(err, SendError::Full);
-    // At most the window, h2's send buffer and the 64 KiB queue went out.
+    // At most the window, the engine's send buffer and the 64 KiB queue went out.
     assert!(
         sent < 1024,
         "{sent} KiB taken by a client that reads nothing"

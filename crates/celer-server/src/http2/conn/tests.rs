@@ -81,12 +81,11 @@ fn an_answer_at_once_costs_one_poll_of_the_connection() {
 }
 
 /// A client that grants no flow-control window and leaves its request body
-/// open: the answer's HEADERS go out, its DATA waits in `h2`, and `h2`
-/// schedules a reset for the request side. Shutdown then sends GOAWAY, and
-/// the write timeout ends the connection with those frames unsent. The
-/// connection ends (time paused) and its task does not panic: `h2`'s
-/// `Counts::drop` debug assertion, which this teardown fails, is off in
-/// the workspace's test builds as in release (decision 173).
+/// open: the answer's HEADERS go out, its DATA waits in the engine, and
+/// the request side is declined. Shutdown then sends GOAWAY, and the write
+/// timeout ends the connection with those frames unsent. The connection
+/// ends (time paused) and its task does not panic (the teardown that
+/// failed a debug assertion of the `h2` crate's, decision 173).
 #[test]
 fn a_connection_dropped_with_frames_held_by_a_shut_window_ends_cleanly() {
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -28,10 +28,7 @@ mod huffman;
 #[cfg(test)]
 mod tests;
 
-// The engine that uses these is being written.
-#[allow(unused_imports)]
 pub(crate) use decoder::Decoder;
-#[allow(unused_imports)]
 pub(crate) use encoder::Encoder;
 
 /// The dynamic table's size before either side says otherwise, in bytes:
