@@ -8,8 +8,7 @@
 //! connection goes on. Every header block is decoded, even one whose stream
 //! is refused, so the HPACK table stays the one the client keeps.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
@@ -166,24 +165,50 @@ struct Partial {
     block: BytesMut,
 }
 
-/// Stream ids hash to themselves: they are small, distinct and mostly
-/// sequential, so a multiply spreads them well enough.
+/// The streams a connection keeps, in a vector searched by id: there are
+/// few (at most the concurrent-stream limit, mostly one or two), and one
+/// allocation, touched only where its entries are, costs a request fewer
+/// cold cache lines than a hash table's control bytes and buckets.
 #[derive(Default)]
-pub(super) struct IdHasher(u64);
+struct Streams(Vec<(u32, Stream)>);
 
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
+impl Streams {
+    fn position(&self, id: u32) -> Option<usize> {
+        self.0.iter().position(|(i, _)| *i == id)
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    fn get(&self, id: &u32) -> Option<&Stream> {
+        self.0.iter().find(|(i, _)| i == id).map(|(_, s)| s)
+    }
+
+    fn get_mut(&mut self, id: &u32) -> Option<&mut Stream> {
+        self.0.iter_mut().find(|(i, _)| i == id).map(|(_, s)| s)
+    }
+
+    fn contains_key(&self, id: &u32) -> bool {
+        self.position(*id).is_some()
+    }
+
+    fn insert(&mut self, id: u32, stream: Stream) {
+        self.0.push((id, stream));
+    }
+
+    fn remove(&mut self, id: &u32) {
+        if let Some(at) = self.position(*id) {
+            self.0.swap_remove(at);
         }
     }
 
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Stream> {
+        self.0.iter_mut().map(|(_, s)| s)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = (&u32, &mut Stream)> {
+        self.0.iter_mut().map(|(i, s)| (&*i, s))
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&u32, &mut Stream) -> bool) {
+        self.0.retain_mut(|(i, s)| keep(i, s));
     }
 }
 
@@ -211,13 +236,9 @@ pub(super) struct Core {
     peer_max_frame: usize,
     encoder: Encoder,
     decoder: Decoder,
-    streams: HashMap<u32, Stream, BuildHasherDefault<IdHasher>>,
+    streams: Streams,
     /// Frames to write, in order.
     pub(super) out: BytesMut,
-    /// A scratch buffer for one header block.
-    block: BytesMut,
-    /// Fields of the block being decoded (kept for its capacity).
-    fields: Vec<Field>,
     /// Requests accepted and not yet taken.
     pub(super) accepted: VecDeque<Accepted>,
     /// Streams with queued DATA, in turn.
@@ -268,10 +289,8 @@ impl Core {
             peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE as usize,
             encoder: Encoder::new(),
             decoder: Decoder::new(4096),
-            streams: HashMap::default(),
+            streams: Streams::default(),
             out: BytesMut::new(),
-            block: BytesMut::new(),
-            fields: Vec::new(),
             accepted: VecDeque::new(),
             ready: VecDeque::new(),
             send_window: i64::from(frame::DEFAULT_WINDOW),
@@ -643,38 +662,52 @@ impl Core {
         if id.is_multiple_of(2) {
             return Err(Reason::PROTOCOL_ERROR);
         }
-        let mut fields = std::mem::take(&mut self.fields);
-        fields.clear();
         let max_list = self.local.max_header_list_size as usize;
-        let decoded = self
-            .decoder
-            .decode(block, max_list, &mut |field| fields.push(field));
-        let result = match decoded {
-            Err(_) => Err(Reason::COMPRESSION_ERROR),
-            Ok(decoded) => {
-                let malformed = decoded.malformed;
-                match self.lookup(id) {
-                    Lookup::Live => {
-                        self.on_trailers(id, end_stream, malformed || bad_priority, &mut fields);
-                        Ok(())
-                    }
-                    Lookup::Closed(true) => Ok(()),
-                    Lookup::Closed(false) => Err(Reason::STREAM_CLOSED),
-                    Lookup::Idle => {
-                        self.max_seen = id;
-                        self.open(shared, id, end_stream, bad_priority, decoded, &mut fields);
-                        Ok(())
-                    }
+        // Decoded straight into what the block is for: a request's head,
+        // trailers, or nothing (a block on a stream already reset, decoded
+        // only to keep the table in step).
+        match self.lookup(id) {
+            Lookup::Idle => {
+                let mut head = RequestHead::default();
+                let decoded = self
+                    .decoder
+                    .decode(block, max_list, &mut |field| head.field(field))
+                    .map_err(|_| Reason::COMPRESSION_ERROR)?;
+                self.max_seen = id;
+                self.open(shared, id, end_stream, bad_priority, decoded, head);
+                Ok(())
+            }
+            Lookup::Live => {
+                let mut map = HeaderMap::new();
+                let mut pseudo = false;
+                let decoded = self
+                    .decoder
+                    .decode(block, max_list, &mut |field| match field {
+                        Field::Header(name, value) => {
+                            map.append(name, value);
+                        }
+                        Field::Pseudo(..) => pseudo = true,
+                    })
+                    .map_err(|_| Reason::COMPRESSION_ERROR)?;
+                let malformed = decoded.malformed || decoded.oversize || pseudo || bad_priority;
+                self.on_trailers(id, end_stream, malformed, map);
+                Ok(())
+            }
+            Lookup::Closed(by_us) => {
+                self.decoder
+                    .decode(block, max_list, &mut |_| {})
+                    .map_err(|_| Reason::COMPRESSION_ERROR)?;
+                if by_us {
+                    Ok(())
+                } else {
+                    Err(Reason::STREAM_CLOSED)
                 }
             }
-        };
-        fields.clear();
-        self.fields = fields;
-        result
+        }
     }
 
     /// Trailers (or a misplaced HEADERS) on a stream the server keeps.
-    fn on_trailers(&mut self, id: u32, end_stream: bool, malformed: bool, fields: &mut Vec<Field>) {
+    fn on_trailers(&mut self, id: u32, end_stream: bool, malformed: bool, map: HeaderMap) {
         let stream = self.streams.get_mut(&id).expect("live");
         let reason = match stream.reset {
             Some((_, true)) => return,
@@ -685,26 +718,12 @@ impl Core {
             None if !end_stream || malformed => Some(Reason::PROTOCOL_ERROR),
             None if stream.remaining.is_some_and(|n| n != 0) => Some(Reason::PROTOCOL_ERROR),
             None => {
-                let mut map = HeaderMap::with_capacity(fields.len());
-                let mut bad = false;
-                for field in fields.drain(..) {
-                    match field {
-                        Field::Header(name, value) => {
-                            map.append(name, value);
-                        }
-                        Field::Pseudo(..) => bad = true,
-                    }
+                stream.trailers = Some(map);
+                stream.recv_open = false;
+                if let Some(waker) = stream.recv_waker.take() {
+                    waker.wake();
                 }
-                if bad {
-                    Some(Reason::PROTOCOL_ERROR)
-                } else {
-                    stream.trailers = Some(map);
-                    stream.recv_open = false;
-                    if let Some(waker) = stream.recv_waker.take() {
-                        waker.wake();
-                    }
-                    None
-                }
+                None
             }
         };
         match reason {
@@ -721,7 +740,7 @@ impl Core {
         end_stream: bool,
         bad_priority: bool,
         decoded: crate::http2::hpack::Decoded,
-        fields: &mut Vec<Field>,
+        head: RequestHead,
     ) {
         if self.goaway.is_some() {
             // Past the GOAWAY's last stream: ignored (the client may retry).
@@ -736,13 +755,13 @@ impl Core {
         if decoded.oversize {
             // RFC 9113 §10.5.1: 431, then the rest of the request is
             // declined without error.
-            self.block.clear();
-            self.encoder.encode_response(
-                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                &HeaderMap::new(),
-                &mut self.block,
-            );
-            frame::put_header_block(&mut self.out, id, &self.block, true, self.peer_max_frame);
+            self.put_block(id, true, |encoder, out| {
+                encoder.encode_response(
+                    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                    &HeaderMap::new(),
+                    out,
+                );
+            });
             if !end_stream {
                 self.reset_stream(id, Reason::NO_ERROR);
             }
@@ -751,8 +770,7 @@ impl Core {
         if self.active >= self.local.max_concurrent_streams {
             return self.reset_stream(id, Reason::REFUSED_STREAM);
         }
-        let Some((parts, remaining, host_added)) = request(fields, self.local.connect_protocol)
-        else {
+        let Some((parts, remaining, host_added)) = head.finish(self.local.connect_protocol) else {
             return self.reset_stream(id, Reason::PROTOCOL_ERROR);
         };
         if end_stream && remaining.is_some_and(|n| n != 0) {
@@ -1147,15 +1165,9 @@ impl Core {
             frame::put_data(&mut self.out, id, &piece, last);
             if stream.queue.is_empty() {
                 if let Some(trailers) = stream.queued_trailers.take() {
-                    self.block.clear();
-                    self.encoder.encode_fields(&trailers, &mut self.block);
-                    frame::put_header_block(
-                        &mut self.out,
-                        id,
-                        &self.block,
-                        true,
-                        self.peer_max_frame,
-                    );
+                    self.put_block(id, true, |encoder, out| {
+                        encoder.encode_fields(&trailers, out);
+                    });
                 }
             } else {
                 stream.in_ready = true;
@@ -1168,6 +1180,29 @@ impl Core {
                 }
             }
             self.settle(id);
+        }
+    }
+
+    /// Appends HEADERS for stream `id` with the block `encode` writes
+    /// straight into the output; a block over the client's frame size goes
+    /// on in CONTINUATION frames.
+    fn put_block(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        encode: impl FnOnce(&mut Encoder, &mut BytesMut),
+    ) {
+        let at = self.out.len();
+        frame::put_head(&mut self.out, 0, kind::HEADERS, 0, id);
+        encode(&mut self.encoder, &mut self.out);
+        let len = self.out.len() - at - frame::HEAD_LEN;
+        if len <= self.peer_max_frame {
+            let end = if end_stream { flag::END_STREAM } else { 0 };
+            frame::patch_head(&mut self.out, at, len, flag::END_HEADERS | end);
+        } else {
+            let block = self.out.split_off(at + frame::HEAD_LEN);
+            self.out.truncate(at);
+            frame::put_header_block(&mut self.out, id, &block, end_stream, self.peer_max_frame);
         }
     }
 
@@ -1219,10 +1254,9 @@ impl Core {
             return Err(Error::misuse("response head sent twice"));
         }
         stream.sending = if end { Sending::Ended } else { Sending::Body };
-        self.block.clear();
-        self.encoder
-            .encode_response(status, headers, &mut self.block);
-        frame::put_header_block(&mut self.out, id, &self.block, end, self.peer_max_frame);
+        self.put_block(id, end, |encoder, out| {
+            encoder.encode_response(status, headers, out);
+        });
         if end {
             self.settle(id);
         }
@@ -1277,9 +1311,9 @@ impl Core {
         }
         stream.sending = Sending::Ended;
         if stream.queue.is_empty() {
-            self.block.clear();
-            self.encoder.encode_fields(&trailers, &mut self.block);
-            frame::put_header_block(&mut self.out, id, &self.block, true, self.peer_max_frame);
+            self.put_block(id, true, |encoder, out| {
+                encoder.encode_fields(&trailers, out)
+            });
             self.settle(id);
         } else {
             stream.queued_trailers = Some(trailers);
@@ -1488,39 +1522,69 @@ fn unpad(head: Head, payload: &[u8]) -> Result<&[u8], Reason> {
     Ok(&rest[..rest.len() - pad])
 }
 
-/// Builds a request's head from its decoded fields (RFC 9113 §8.3), or
-/// `None` when they make a malformed request: the request in origin form,
-/// `:authority` as `Host` (as an HTTP/1.1 gateway forwards it, §8.3.1),
-/// and the declared `content-length`.
-fn request(
-    fields: &mut Vec<Field>,
-    connect_protocol: bool,
-) -> Option<(http::request::Parts, Option<u64>, bool)> {
-    let (mut method, mut scheme, mut authority, mut path, mut protocol) =
-        (None, None, None, None, None);
-    let mut headers = HeaderMap::with_capacity(fields.len() + 2);
-    let mut regular = false;
-    let mut remaining: Option<u64> = None;
-    for field in fields.drain(..) {
+/// A request's head as its fields are decoded (RFC 9113 §8.3).
+struct RequestHead {
+    method: Option<Bytes>,
+    scheme: Option<Bytes>,
+    authority: Option<Bytes>,
+    path: Option<Bytes>,
+    protocol: Option<Bytes>,
+    headers: HeaderMap,
+    /// A regular field came (pseudo-fields must all come before).
+    regular: bool,
+    /// The declared `content-length`.
+    remaining: Option<u64>,
+    /// A rule was broken: the request is malformed.
+    bad: bool,
+}
+
+impl Default for RequestHead {
+    fn default() -> RequestHead {
+        RequestHead {
+            method: None,
+            scheme: None,
+            authority: None,
+            path: None,
+            protocol: None,
+            // Room for a usual request's fields without a regrowth.
+            headers: HeaderMap::with_capacity(12),
+            regular: false,
+            remaining: None,
+            bad: false,
+        }
+    }
+}
+
+impl RequestHead {
+    /// Takes one field, in block order.
+    fn field(&mut self, field: Field) {
+        if self.bad {
+            return;
+        }
         match field {
             Field::Pseudo(pseudo, value) => {
-                if regular {
-                    return None;
+                if self.regular {
+                    self.bad = true;
+                    return;
                 }
                 let slot = match pseudo {
-                    Pseudo::Method => &mut method,
-                    Pseudo::Scheme => &mut scheme,
-                    Pseudo::Authority => &mut authority,
-                    Pseudo::Path => &mut path,
-                    Pseudo::Protocol => &mut protocol,
-                    Pseudo::Status => return None,
+                    Pseudo::Method => &mut self.method,
+                    Pseudo::Scheme => &mut self.scheme,
+                    Pseudo::Authority => &mut self.authority,
+                    Pseudo::Path => &mut self.path,
+                    Pseudo::Protocol => &mut self.protocol,
+                    Pseudo::Status => {
+                        self.bad = true;
+                        return;
+                    }
                 };
                 if slot.replace(value).is_some() {
-                    return None;
+                    self.bad = true;
                 }
             }
             Field::Header(name, value) => {
-                regular = true;
+                self.regular = true;
+                // RFC 9113 §8.2.2: no connection-specific fields.
                 if name == header::CONNECTION
                     || name == header::TRANSFER_ENCODING
                     || name == header::UPGRADE
@@ -1528,55 +1592,78 @@ fn request(
                     || name.as_str() == "proxy-connection"
                     || (name == header::TE && value != "trailers")
                 {
-                    return None;
+                    self.bad = true;
+                    return;
                 }
                 if name == header::CONTENT_LENGTH {
                     if let Some(n) = value.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
-                        if remaining.is_some_and(|m| m != n) {
-                            return None;
+                        if self.remaining.is_some_and(|m| m != n) {
+                            self.bad = true;
+                            return;
                         }
-                        remaining = Some(n);
+                        self.remaining = Some(n);
                     }
                 }
-                headers.append(name, value);
+                self.headers.append(name, value);
             }
         }
     }
-    let method = Method::from_bytes(&method?).ok()?;
-    let uri = if method == Method::CONNECT && protocol.is_none() {
-        // RFC 9113 §8.5: `:authority` only.
-        if scheme.is_some() || path.is_some() {
+
+    /// The request's head, or `None` when it is malformed: in origin form,
+    /// `:authority` as `Host` (as an HTTP/1.1 gateway forwards it,
+    /// §8.3.1), with the declared `content-length` and whether `Host` was
+    /// made from `:authority`.
+    fn finish(self, connect_protocol: bool) -> Option<(http::request::Parts, Option<u64>, bool)> {
+        let RequestHead {
+            method,
+            scheme,
+            authority,
+            path,
+            protocol,
+            mut headers,
+            remaining,
+            bad,
+            ..
+        } = self;
+        if bad {
             return None;
         }
-        Uri::from_maybe_shared(authority.clone()?).ok()?
-    } else {
-        // RFC 8441 §4: `:protocol` only on CONNECT, once announced.
-        if protocol.is_some() && (method != Method::CONNECT || !connect_protocol) {
-            return None;
+        let method = Method::from_bytes(&method?).ok()?;
+        let uri = if method == Method::CONNECT && protocol.is_none() {
+            // RFC 9113 §8.5: `:authority` only.
+            if scheme.is_some() || path.is_some() {
+                return None;
+            }
+            Uri::from_maybe_shared(authority.clone()?).ok()?
+        } else {
+            // RFC 8441 §4: `:protocol` only on CONNECT, once announced.
+            if protocol.is_some() && (method != Method::CONNECT || !connect_protocol) {
+                return None;
+            }
+            scheme?;
+            let path = path?;
+            let origin =
+                path.first() == Some(&b'/') || (&path[..] == b"*" && method == Method::OPTIONS);
+            if !origin {
+                return None;
+            }
+            Uri::from_maybe_shared(path).ok()?
+        };
+        let mut host_added = false;
+        if let Some(authority) = authority {
+            if let header::Entry::Vacant(slot) = headers.entry(header::HOST) {
+                slot.insert(HeaderValue::from_maybe_shared(authority).ok()?);
+                host_added = true;
+            }
         }
-        scheme?;
-        let path = path?;
-        let origin =
-            path.first() == Some(&b'/') || (&path[..] == b"*" && method == Method::OPTIONS);
-        if !origin {
-            return None;
+        let (mut parts, ()) = Request::new(()).into_parts();
+        parts.method = method;
+        parts.uri = uri;
+        parts.version = Version::HTTP_2;
+        parts.headers = headers;
+        if let Some(protocol) = protocol {
+            parts.extensions.insert(Protocol(protocol));
         }
-        Uri::from_maybe_shared(path).ok()?
-    };
-    let mut host_added = false;
-    if let Some(authority) = authority {
-        if let header::Entry::Vacant(slot) = headers.entry(header::HOST) {
-            slot.insert(HeaderValue::from_maybe_shared(authority).ok()?);
-            host_added = true;
-        }
+        Some((parts, remaining, host_added))
     }
-    let (mut parts, ()) = Request::new(()).into_parts();
-    parts.method = method;
-    parts.uri = uri;
-    parts.version = Version::HTTP_2;
-    parts.headers = headers;
-    if let Some(protocol) = protocol {
-        parts.extensions.insert(Protocol(protocol));
-    }
-    Some((parts, remaining, host_added))
 }

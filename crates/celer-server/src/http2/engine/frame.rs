@@ -120,6 +120,14 @@ pub(super) fn put_head(out: &mut BytesMut, len: usize, kind: u8, flags: u8, stre
     out.put_u32(stream);
 }
 
+/// Writes the length and flags into the head that starts at `at`, written
+/// with placeholders before its payload was known.
+pub(super) fn patch_head(out: &mut BytesMut, at: usize, len: usize, flags: u8) {
+    let len = len as u32;
+    out[at..at + 3].copy_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8]);
+    out[at + 4] = flags;
+}
+
 /// Appends a SETTINGS frame with `values`.
 pub(super) fn put_settings(out: &mut BytesMut, values: &[(u16, u32)]) {
     put_head(out, values.len() * 6, kind::SETTINGS, 0, 0);
