@@ -8,7 +8,8 @@
 //! connection goes on. Every header block is decoded, even one whose stream
 //! is refused, so the HPACK table stays the one the client keeps.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
@@ -165,50 +166,45 @@ struct Partial {
     block: BytesMut,
 }
 
-/// The streams a connection keeps, in a vector searched by id: there are
-/// few (at most the concurrent-stream limit, mostly one or two), and one
-/// allocation, touched only where its entries are, costs a request fewer
-/// cold cache lines than a hash table's control bytes and buckets.
+/// The streams a connection keeps, by id. A hash table: a vector
+/// searched by id took as many instructions at one stream in flight and
+/// a quarter more at a hundred (decision 037).
 #[derive(Default)]
-struct Streams(Vec<(u32, Stream)>);
+struct Streams(HashMap<u32, Stream, BuildHasherDefault<IdHasher>>);
 
-impl Streams {
-    fn position(&self, id: u32) -> Option<usize> {
-        self.0.iter().position(|(i, _)| *i == id)
+impl std::ops::Deref for Streams {
+    type Target = HashMap<u32, Stream, BuildHasherDefault<IdHasher>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Streams {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// Hashes a stream id by one multiply: ids are distinct small integers,
+/// mostly sequential, and need no defence against chosen collisions at
+/// the concurrent-stream limit's few hundred entries.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
     }
 
-    fn get(&self, id: &u32) -> Option<&Stream> {
-        self.0.iter().find(|(i, _)| i == id).map(|(_, s)| s)
-    }
-
-    fn get_mut(&mut self, id: &u32) -> Option<&mut Stream> {
-        self.0.iter_mut().find(|(i, _)| i == id).map(|(_, s)| s)
-    }
-
-    fn contains_key(&self, id: &u32) -> bool {
-        self.position(*id).is_some()
-    }
-
-    fn insert(&mut self, id: u32, stream: Stream) {
-        self.0.push((id, stream));
-    }
-
-    fn remove(&mut self, id: &u32) {
-        if let Some(at) = self.position(*id) {
-            self.0.swap_remove(at);
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
     }
 
-    fn values_mut(&mut self) -> impl Iterator<Item = &mut Stream> {
-        self.0.iter_mut().map(|(_, s)| s)
-    }
-
-    fn iter_mut(&mut self) -> impl Iterator<Item = (&u32, &mut Stream)> {
-        self.0.iter_mut().map(|(i, s)| (&*i, s))
-    }
-
-    fn retain(&mut self, mut keep: impl FnMut(&u32, &mut Stream) -> bool) {
-        self.0.retain_mut(|(i, s)| keep(i, s));
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
