@@ -1,5 +1,5 @@
 //! HTTP/2 (RFC 9113): an engine of our own (framing, HPACK, flow control,
-//! stream states; decision 174) whose streams are mapped onto the same
+//! stream states; decision 037) whose streams are mapped onto the same
 //! `tower::Service` the HTTP/1.1 engine serves.
 //!
 //! - `engine`: the protocol: frames, stream states, flow control, the

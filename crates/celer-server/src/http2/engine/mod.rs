@@ -1,7 +1,7 @@
 //! The HTTP/2 engine (RFC 9113): frames, HPACK (through `super::hpack`),
 //! stream states, flow control both ways and the limits a server keeps
 //! against a client, written for one job: serving requests at the least
-//! cost per stream (decision 174).
+//! cost per stream (decision 037).
 //!
 //! The shape is the one `conn` drives: a [`Connection`] that yields each
 //! request with a [`SendResponse`], a [`RecvStream`] for its body and a
