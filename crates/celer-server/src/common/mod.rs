@@ -22,3 +22,14 @@ pub use config::ConnConfig;
 pub(crate) use config::ServerHeader;
 pub(crate) use deadline::Deadline;
 pub(crate) use reject::Reject;
+
+/// Reads once into the spare room of `buf` (both engines' reads).
+pub(crate) fn poll_read_buf<I: tokio::io::AsyncRead + Unpin>(
+    io: &mut I,
+    cx: &mut std::task::Context<'_>,
+    buf: &mut bytes::BytesMut,
+) -> std::task::Poll<std::io::Result<usize>> {
+    use std::future::Future;
+    use tokio::io::AsyncReadExt;
+    std::pin::pin!(io.read_buf(buf)).poll(cx)
+}

@@ -14,11 +14,10 @@ use std::task::{Context, Poll, ready};
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::{Instant, Sleep};
 
 use crate::body::{Demand, Incoming, Sender};
-use crate::common::{ConnConfig, Deadline, Reject};
+use crate::common::{ConnConfig, Deadline, Reject, poll_read_buf};
 use crate::error::{BoxError, Error, Kind};
 use crate::file::SendFile;
 use crate::http1::decode::{Decoded, Decoder};
@@ -693,13 +692,4 @@ impl<I: Transport, W: Sniff> Conn<I, W> {
         }
         Ok(())
     }
-}
-
-/// Reads once into the spare room of `buf`.
-fn poll_read_buf<I: AsyncRead + Unpin>(
-    io: &mut I,
-    cx: &mut Context<'_>,
-    buf: &mut BytesMut,
-) -> Poll<io::Result<usize>> {
-    std::pin::pin!(io.read_buf(buf)).poll(cx)
 }

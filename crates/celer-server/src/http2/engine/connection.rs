@@ -7,7 +7,7 @@
 //! wait in the socket) or while as many requests as the concurrent-stream
 //! limit wait to be taken.
 
-use std::future::{Future, poll_fn};
+use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use super::core::{Accepted, Core, OUT_HIGH, Settings, Shared, lock};
 use super::frame::{self, HEAD_LEN, Head, PREFACE};
 use super::{Error, Reason};
+use crate::common::poll_read_buf;
 
 /// Bytes read at a time, and the most a quiet connection's read buffer
 /// keeps between reads.
@@ -381,13 +382,4 @@ impl<I> Drop for Connection<I> {
         let accepted = std::mem::take(&mut lock(&self.shared).accepted);
         drop(accepted);
     }
-}
-
-/// Reads once into the spare room of `buf`.
-fn poll_read_buf<I: AsyncRead + Unpin>(
-    io: &mut I,
-    cx: &mut Context<'_>,
-    buf: &mut BytesMut,
-) -> Poll<io::Result<usize>> {
-    std::pin::pin!(io.read_buf(buf)).poll(cx)
 }
